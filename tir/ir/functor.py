@@ -1,0 +1,117 @@
+"""One visitor and one mutator base class for every IR node.
+
+Both dispatch on the node's class: ``visit_Add`` handles ``Add``; a class without its own
+method falls back to its bases' (``visit_BinaryOp``), then to the generic walk over the
+node's fields. Variables in definition position (a loop's ``loop_var``, an iterator's
+``var``, a ``Let`` variable) are not visited by the generic walk: a substitution must not
+turn a definition into an expression. ``Buffer`` objects are visited through
+``visit_Buffer``; the mutator's default keeps buffers as they are (their identity is their
+meaning), so subclasses override it to remap buffers.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, ClassVar
+
+from tir.ir.buffer import Buffer
+from tir.ir.expr import PrimExpr, Var
+from tir.ir.node import Node
+
+_DEFINITION_FIELDS = {("For", "loop_var"), ("IterVar", "var"), ("Let", "var"), ("LetStmt", "var")}
+
+
+def _walk_fields(cls: type[Node]) -> tuple[str, ...]:
+    return tuple(name for name in cls.child_fields() if (cls.__name__, name) not in _DEFINITION_FIELDS)
+
+
+class _Dispatch:
+    _dispatch_cache: ClassVar[dict[type, Callable[..., Any]]]
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        cls._dispatch_cache = {}
+
+    def _method_for(self, node_cls: type) -> Callable[..., Any]:
+        cache = type(self)._dispatch_cache
+        method = cache.get(node_cls)
+        if method is None:
+            method = type(self).generic_visit  # type: ignore[attr-defined]
+            for base in node_cls.__mro__:
+                candidate = getattr(type(self), "visit_" + base.__name__, None)
+                if candidate is not None:
+                    method = candidate
+                    break
+            cache[node_cls] = method
+        return method
+
+
+class IRVisitor(_Dispatch):
+    """Walks an IR tree; override ``visit_X`` to act on nodes of class X."""
+
+    _dispatch_cache = {}
+
+    def visit(self, node: Any) -> None:
+        if isinstance(node, Node):
+            self._method_for(type(node))(self, node)
+        elif isinstance(node, tuple):
+            for item in node:
+                self.visit(item)
+
+    def generic_visit(self, node: Node) -> None:
+        for name in _walk_fields(type(node)):
+            value = getattr(node, name)
+            if isinstance(value, (Node, tuple)):
+                self.visit(value)
+
+
+class IRMutator(_Dispatch):
+    """Rebuilds an IR tree bottom-up; a node whose children are unchanged is kept as is."""
+
+    _dispatch_cache = {}
+
+    def visit(self, node: Any) -> Any:
+        if isinstance(node, Node):
+            return self._method_for(type(node))(self, node)
+        if isinstance(node, tuple):
+            items = tuple(self.visit(item) for item in node)
+            return node if all(a is b for a, b in zip(items, node)) else items
+        return node
+
+    def visit_Buffer(self, buffer: Buffer) -> Buffer:
+        return buffer
+
+    def generic_visit(self, node: Node) -> Node:
+        changes = {}
+        for name in _walk_fields(type(node)):
+            value = getattr(node, name)
+            if isinstance(value, (Node, tuple)):
+                new_value = self.visit(value)
+                if new_value is not value:
+                    changes[name] = new_value
+        return node.replace(**changes) if changes else node
+
+
+def post_order_visit(node: Node, callback: Callable[[Node], None]) -> None:
+    """Call ``callback`` on every node under ``node`` (children first), buffers included."""
+
+    class _PostOrder(IRVisitor):
+        def generic_visit(self, n: Node) -> None:
+            super().generic_visit(n)
+            callback(n)
+
+    _PostOrder().visit(node)
+
+
+class _Substitute(IRMutator):
+    def __init__(self, vmap: dict[Var, PrimExpr]) -> None:
+        self.vmap = vmap
+
+    def visit_Var(self, var: Var) -> PrimExpr:
+        return self.vmap.get(var, var)
+
+
+def substitute(node: Any, vmap: dict[Var, PrimExpr]) -> Any:
+    """Replace uses of variables (not definitions) by expressions."""
+    if not vmap:
+        return node
+    return _Substitute(vmap).visit(node)

@@ -1,0 +1,1 @@
+"""Placeholder: the dialect is being written."""
