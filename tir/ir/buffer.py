@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 from tir.ir.dtype import DataType, as_dtype
 from tir.ir.expr import ExprLike, IntImm, IterKind, PrimExpr, Var, convert

@@ -121,7 +121,7 @@ class DataType:
         return float("inf")
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _parse_cached(text: str) -> DataType:
     match = _NAME_RE.match(text.strip()) if isinstance(text, str) else None
     if match is None:

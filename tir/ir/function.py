@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any, Iterator, Union
+from typing import Any
 
 from tir.ir.buffer import Buffer
 from tir.ir.expr import Var
 from tir.ir.node import Node
 from tir.ir.stmt import Block, BlockRealize, Stmt
 
-Param = Union[Var, Buffer]
+Param = Var | Buffer
 
 
 @dataclass(frozen=True, eq=False, repr=False)

@@ -11,7 +11,8 @@ meaning), so subclasses override it to remap buffers.
 
 from __future__ import annotations
 
-from typing import Any, Callable, ClassVar
+from collections.abc import Callable
+from typing import Any, ClassVar
 
 from tir.ir.buffer import Buffer
 from tir.ir.expr import PrimExpr, Var

@@ -163,7 +163,7 @@ class _EqualChecker:
             self.prim_func(lhs, rhs)
             return
         cls_name = type(lhs).__name__
-        for name in type(lhs).child_fields():
+        for name in _definitions_first(type(lhs)):
             if cls_name == "Block" and name == "name":
                 if lhs.name != rhs.name:
                     self.fail(lhs, rhs, f"block names {lhs.name!r} vs {rhs.name!r}")
@@ -195,6 +195,17 @@ class _EqualChecker:
                     self.path.pop()
         self.field("body", lhs.body, rhs.body)
         self.field("attrs", lhs.attrs, rhs.attrs)
+
+
+def _definitions_first(cls: type[Node]) -> tuple[str, ...]:
+    """A node's fields in comparison order: a block's buffer definitions before their uses
+    (its body uses ``alloc_buffers`` / ``match_buffers``, which come after it in the dataclass)."""
+    fields = cls.child_fields()
+    if cls.__name__ != "Block":
+        return fields
+    # Iterators first still: a matched region may use them.
+    first = ("name", "iter_vars", "alloc_buffers", "match_buffers")
+    return first + tuple(name for name in fields if name not in first)
 
 
 def _find_mismatch(lhs: Any, rhs: Any, map_free_vars: bool) -> _Mismatch | None:

@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# Install tensorir into the current Python (3.11+), editable.
+#   bash scripts/install.sh          the package and its runtime dependencies
+#   bash scripts/install.sh --test   also the test tools, and (as root, on Debian/Ubuntu) the
+#                                    AArch64 cross toolchain and qemu-user for the AArch64 tests
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+want_test=0
+[ "${1:-}" = "--test" ] && want_test=1
+
+python3 - <<'PY'
+import sys
+if sys.version_info < (3, 11):
+    sys.exit(f"tensorir needs Python 3.11 or newer; this is {sys.version.split()[0]}")
+PY
+
+export PIP_ROOT_USER_ACTION=ignore
+pip_flags=(-q --disable-pip-version-check)
+if [ "$want_test" = 1 ]; then
+    python3 -m pip install "${pip_flags[@]}" -e '.[test]'
+else
+    python3 -m pip install "${pip_flags[@]}" -e .
+fi
+
+if [ "$want_test" = 1 ]; then
+    need_apt=()
+    command -v qemu-aarch64 >/dev/null 2>&1 || need_apt+=(qemu-user)
+    command -v aarch64-linux-gnu-gcc >/dev/null 2>&1 || need_apt+=(gcc-aarch64-linux-gnu)
+    [ -e /usr/aarch64-linux-gnu/include/stdio.h ] || need_apt+=(libc6-dev-arm64-cross)
+    if [ "${#need_apt[@]}" -gt 0 ]; then
+        if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+            echo "installing ${need_apt[*]} (for the AArch64 tests)"
+            export DEBIAN_FRONTEND=noninteractive
+            apt-get update -qq >/dev/null
+            apt-get install -y -qq --no-install-recommends "${need_apt[@]}" >/dev/null
+        else
+            echo "note: ${need_apt[*]} missing and not root/apt: the AArch64 tests will be skipped" >&2
+        fi
+    fi
+fi
+echo "tensorir installed ($(python3 -c 'import tir; print(tir.__file__.rsplit("/", 2)[0])'))"

@@ -1,0 +1,65 @@
+"""Shared test setup: the golden-snapshot fixture and hypothesis profiles."""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, settings
+
+GOLDEN_DIR = Path(__file__).parent / "golden"
+
+# CI runs hypothesis with a fixed seed (derandomize) so failures reproduce.
+settings.register_profile(
+    "ci", derandomize=True, max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow]
+)
+settings.register_profile("dev", max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--update-golden",
+        action="store_true",
+        default=False,
+        help="rewrite the printed-IR snapshots under tests/golden instead of comparing with them",
+    )
+
+
+class Golden:
+    """Compares text with ``tests/golden/<name>.txt``; ``--update-golden`` rewrites it."""
+
+    def __init__(self, update: bool) -> None:
+        self.update = update
+
+    def check(self, name: str, text: str) -> None:
+        if not re.fullmatch(r"[A-Za-z0-9_.\-/]+", name):
+            raise ValueError(f"golden name {name!r} must be a plain relative path")
+        path = GOLDEN_DIR / f"{name}.txt"
+        text = text.rstrip("\n") + "\n"
+        if self.update:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(text)
+            return
+        if not path.exists():
+            pytest.fail(f"missing golden file {path}; run pytest with --update-golden to create it")
+        expected = path.read_text()
+        if expected != text:
+            import difflib
+
+            diff = "".join(
+                difflib.unified_diff(
+                    expected.splitlines(keepends=True),
+                    text.splitlines(keepends=True),
+                    fromfile=f"golden/{name}.txt",
+                    tofile="printed now",
+                )
+            )
+            pytest.fail(f"printed IR differs from golden {path} (rerun with --update-golden if intended):\n{diff}")
+
+
+@pytest.fixture
+def golden(request: pytest.FixtureRequest) -> Golden:
+    return Golden(bool(request.config.getoption("--update-golden")))
