@@ -335,7 +335,7 @@ class Kernels:
     @T.script
     def method(A: T.Buffer((4,), "float32")):
         """First line.
-Second line at column 0.
+        Second line at column 0.
         """
         for i in range(4):
             A[i] = 1.0

@@ -26,13 +26,14 @@ from tir.ir.stmt import (
 )
 from tir.script import dialect
 from tir.script.diagnostics import ScriptError, Source, script_error
+from tir.script.parse_block import BlockParser
 from tir.script.parse_expr import ExprParser
-from tir.script.parse_stmt import BUFFER_PARAMS, BlockFrame, StmtParser, true_const
+from tir.script.parse_stmt import BUFFER_PARAMS, BlockFrame, true_const
 from tir.script.rules import describe
 from tir.script.scope import Env, Scope
 
 
-class FunctionParser(StmtParser):
+class FunctionParser(BlockParser):
     """Parses one ``def`` into a ``PrimFunc``."""
 
     def __init__(self, source: Source, env: Env) -> None:
