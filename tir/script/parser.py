@@ -289,7 +289,12 @@ def script(func: Callable[..., Any]) -> PrimFunc:
             caller_locals = dict(caller.f_locals)
     del frame
     env = Env(closure, caller_locals, func.__globals__)
-    return FunctionParser(source, env).parse_function(fdef, check_decorators=False)
+    try:
+        return FunctionParser(source, env).parse_function(fdef, check_decorators=False)
+    except ScriptError as error:
+        # The message already points into the user's source; the parser's own frames
+        # would only bury it.
+        raise error.with_traceback(None) from None
 
 
 #: TVM's name for the decorator.
@@ -311,6 +316,13 @@ def parse(text: str, filename: str = "<string>") -> PrimFunc | IRModule:
     ``T`` is bound to ``tir.script`` and the dialect's names are available bare. The text may
     start with imports of ``tir`` modules and assign Python constants (``N = 128``).
     """
+    try:
+        return _parse_text(text, filename)
+    except ScriptError as error:
+        raise error.with_traceback(None) from None
+
+
+def _parse_text(text: str, filename: str) -> PrimFunc | IRModule:
     source = Source.from_text(text, filename)
     try:
         tree = ast.parse(text, filename=filename)
