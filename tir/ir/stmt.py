@@ -126,13 +126,22 @@ class LetStmt(Stmt):
 
 @dataclass(frozen=True, eq=False, repr=False)
 class Allocate(Stmt):
-    """Post-lowering: storage for ``buffer`` lives for ``body``."""
+    """Post-lowering: storage for ``buffer`` lives for ``body``.
+
+    ``storage`` is where it lives: ``"stack"`` (small, fixed size) or ``"heap"`` (large or
+    symbolic size); the allocation-planning pass decides.
+    """
 
     buffer: Buffer
     body: Stmt
+    storage: str = "stack"
+
+    def __post_init__(self) -> None:
+        if self.storage not in ("stack", "heap"):
+            raise ValueError(f"Allocate storage must be 'stack' or 'heap', got {self.storage!r}")
 
     def __repr__(self) -> str:
-        return f"Allocate({self.buffer.name})"
+        return f"Allocate({self.buffer.name}, {self.storage})"
 
 
 @dataclass(frozen=True, eq=False, repr=False)

@@ -548,7 +548,8 @@ class ScriptPrinter:
                 self.line(f"T.evaluate({self.expr(stmt.value)})")
         elif isinstance(stmt, Allocate):
             name = self.namer.define(stmt.buffer)
-            self.line(f"{name} = T.allocate({self.buffer_args(stmt.buffer)})")
+            storage = ', storage="heap"' if stmt.storage == "heap" else ""
+            self.line(f"{name} = T.allocate({self.buffer_args(stmt.buffer)}{storage})")
             self.stmt(stmt.body)
         elif isinstance(stmt, Block):
             self.print_block(
