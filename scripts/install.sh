@@ -18,7 +18,7 @@ PY
 export PIP_ROOT_USER_ACTION=ignore
 pip_flags=(-q --disable-pip-version-check)
 if [ "$want_test" = 1 ]; then
-    python3 -m pip install "${pip_flags[@]}" -e '.[test]'
+    python3 -m pip install "${pip_flags[@]}" -e '.[test,bench]'
 else
     python3 -m pip install "${pip_flags[@]}" -e .
 fi
