@@ -15,6 +15,7 @@ Public names (DESIGN section 2)::
 from __future__ import annotations
 
 from tir import ir
+from tir.build import build
 from tir.interp import interpret
 from tir.ir import (
     Block,
@@ -56,6 +57,7 @@ __all__ = [
     "StructuralMismatch",
     "Var",
     "assert_structural_equal",
+    "build",
     "interpret",
     "ir",
     "parse",

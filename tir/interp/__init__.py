@@ -12,8 +12,8 @@ Semantics, in short (the details are in the docstrings of ``tir.interp.runtime``
   around at their bit width (two's complement). ``Div`` on integers truncates toward zero,
   ``FloorDiv`` / ``FloorMod`` round toward negative infinity; an integer division by zero raises
   ``ZeroDivisionError``.
-- ``Cast`` float -> int truncates toward zero; a NaN or out-of-range value (undefined in C)
-  raises ``ValueError``. int -> narrower int wraps; anything -> bool is ``!= 0``.
+- ``Cast`` float -> int truncates toward zero and saturates at the integer range; NaN becomes 0
+  (as ``llvm.fptosi.sat``, docs/lowering.md). int -> narrower int wraps; anything -> bool is ``!= 0``.
 - Math calls are computed in float64 and rounded once to the call's dtype; ``T.round`` is
   LLVM's ``llvm.round`` (halfway cases away from zero); float ``Min(a, b)`` is
   ``a if a < b else b`` (so a NaN operand gives ``b``), ``Max`` likewise.
@@ -26,6 +26,10 @@ Semantics, in short (the details are in the docstrings of ``tir.interp.runtime``
   ``poison=False``, which gives zeros), binds ``match_buffer`` s to numpy views of their
   regions, runs ``init`` when every reduction iterator is at its domain minimum, then its body.
 - Out-of-bounds accesses raise ``IndexError`` naming the buffer, the indices and the shape.
+
+A lowered function (one with ``attrs["param_shapes"]``, see ``tir.transform.flatten_buffers``)
+takes either flat arrays or arrays of its parameters' original shapes (passed as flat views,
+which binds the original shapes' variables).
 
 Limitations: buffers of vector dtypes, ``handle`` parameters, and ``call_extern`` /
 ``call_llvm_intrin`` beyond a small table of math functions (``NotImplementedError``).
@@ -103,8 +107,17 @@ def _bind_arguments(func: PrimFunc, translator: Translator, args: tuple[Any, ...
     for param, arg in zip(func.params, args):
         if isinstance(param, Var):
             values[param] = _scalar_argument(func, param, arg)
-    for param, arg in zip(func.params, args):
+    original_shapes = func.attrs.get("param_shapes") or (None,) * len(func.params)
+    for param, arg, original in zip(func.params, args, original_shapes):
         if isinstance(param, Buffer):
+            if original is not None and _takes_original_shape(param, original, arg):
+                # A lowered (flattened) function also takes arrays of the original shapes.
+                for extent, actual in zip(original, arg.shape):
+                    if isinstance(extent, Var) and extent not in values:
+                        values[extent] = actual
+                if not arg.flags.c_contiguous:
+                    raise ValueError(f"{func.name}() parameter {param.name}: the array must be C-contiguous")
+                arg = arg.reshape(-1)
             arrays[param] = _array_argument(func, param, arg)
     # Bare shape / stride variables take their values from the arrays (first use wins) ...
     for buffer, array in arrays.items():
@@ -141,6 +154,17 @@ def _bind_arguments(func: PrimFunc, translator: Translator, args: tuple[Any, ...
     env = {translator.var_names[var]: values[var] for var in translator.entry_vars}
     env.update({translator.buffer_names[buffer]: array for buffer, array in arrays.items()})
     return env
+
+
+def _takes_original_shape(buffer: Buffer, original: Any, arg: Any) -> bool:
+    """Whether ``arg`` is an array of a flattened parameter's original (multi-dimensional) shape."""
+    return (
+        isinstance(arg, np.ndarray)
+        and buffer.ndim == 1
+        and isinstance(original, tuple)
+        and len(original) != 1
+        and arg.ndim == len(original)
+    )
 
 
 def _scalar_argument(func: PrimFunc, param: Var, arg: Any) -> Any:

@@ -171,22 +171,27 @@ def float_floormod(a: Any, b: Any) -> Any:
 
 
 def float_to_int(value: Any, dtype: str) -> Any:
-    """Cast float(s) to an integer dtype, truncating toward zero like C.
+    """Cast float(s) to an integer dtype, truncating toward zero and saturating.
 
-    An out-of-range or NaN value is undefined behaviour in C and LLVM; the interpreter raises
-    instead of inventing a value.
+    A value beyond the integer range becomes its nearest end and NaN becomes 0, as
+    ``llvm.fptosi.sat`` / ``llvm.fptoui.sat`` do (docs/lowering.md, numerical semantics).
     """
     info = np.iinfo(STORAGE_TYPES[dtype])
     truncated = np.trunc(np.asarray(value, dtype=np.float64))
-    # float(info.max) + 1 is exact (a power of two) even for int64, whose max is not.
+    # Compare in float64 before converting: info.max of int64 is not a float64, but the
+    # comparisons pick it (or info.min) exactly for every out-of-range value.
     in_range = (truncated >= float(info.min)) & (truncated < float(info.max) + 1.0)
-    if not np.all(in_range):
-        raise ValueError(
-            f"cast of {value!r} to {dtype}: value out of range or NaN (undefined behaviour in C/LLVM)"
-        )
+    safe = np.where(in_range, truncated, 0.0)
     if truncated.ndim == 0:
+        if np.isnan(truncated):
+            return 0
+        if not in_range:
+            return int(info.min) if truncated < 0 else int(info.max)
         return int(truncated)
-    return truncated.astype(STORAGE_TYPES[dtype])
+    result = safe.astype(STORAGE_TYPES[dtype])
+    result = np.where(truncated < float(info.min), info.min, result)
+    result = np.where(truncated >= float(info.max) + 1.0, info.max, result)
+    return result.astype(STORAGE_TYPES[dtype])
 
 
 # ---------------------------------------------------------------- min / max / select

@@ -72,3 +72,15 @@ register_op(OpInfo("isnan", 1, 1, "bool", float_only=True))
 register_op(OpInfo("call_llvm_intrin", 1, None, "explicit", pure=False, doc="an LLVM intrinsic by name"))
 register_op(OpInfo("call_llvm_pure_intrin", 1, None, "explicit", doc="a side-effect-free LLVM intrinsic"))
 register_op(OpInfo("call_extern", 1, None, "explicit", pure=False, doc="an external C function"))
+register_op(
+    OpInfo(
+        "tir.parallel_launch",
+        3,
+        None,
+        "explicit",
+        pure=False,
+        doc="run the outlined parallel loop body NAME over [min, min + extent) on a thread pool: "
+        "(NAME, min, extent, captured...); captured buffers are passed as tir.address_of(B[0])",
+    )
+)
+register_op(OpInfo("tir.address_of", 1, 1, "explicit", doc="the address of a buffer element: (B[i],)"))

@@ -1,0 +1,48 @@
+"""``tir.build``: lower a program and compile it for a target.
+
+    m = tir.build(f, target="llvm")           # this CPU: a JIT module, callable on numpy arrays
+    m = tir.build(f, "llvm -mcpu=skylake-avx512")   # features this CPU lacks: source only
+    m = tir.build(f, "llvm -mtriple=aarch64-linux-gnu -mattr=+neon,+dotprod")  # runs under qemu
+
+The program goes through ``tir.transform.lower`` (docs/lowering.md), then through the LLVM code
+generator (``tir.codegen.llvm.codegen_llvm``), then to the runtime module of the target:
+
+- an x86-64 target this machine can run: ``tir.runtime.LLVMModule``, JIT-compiled in process;
+- an x86-64 target with features this CPU lacks: the same class, whose ``get_source`` and
+  ``export_library`` work and whose call raises ``RuntimeError`` naming the missing features;
+- an AArch64 target: the module of ``tir.runtime.aarch64`` (run under qemu).
+"""
+
+from __future__ import annotations
+
+from tir.ir import IRModule, PrimFunc
+from tir.runtime.module import LLVMModule, Module
+from tir.target import Target
+
+__all__ = ["build"]
+
+
+def build(
+    func_or_mod: PrimFunc | IRModule, target: str | Target | None = "llvm", *, entry: str | None = None
+) -> Module:
+    """Lower ``func_or_mod`` and compile it for ``target``; returns a callable ``Module``.
+
+    ``entry`` names the function a call runs when the module has several (default: the
+    first function that is not an outlined parallel body). Raises ``tir.codegen.CodegenError``
+    for a program the code generator refuses (e.g. an intrinsic the target lacks).
+    """
+    from tir.codegen.llvm import codegen_llvm
+    from tir.transform import lower
+
+    resolved = Target.parse(target)
+    if not isinstance(func_or_mod, (PrimFunc, IRModule)):
+        raise TypeError(f"tir.build needs a PrimFunc or an IRModule, got {type(func_or_mod).__name__}")
+    if not resolved.is_cpu:
+        raise ValueError(f"tir.build supports CPU (llvm) targets here; got {resolved.text!r}")
+    lowered = lower(func_or_mod, resolved)
+    ir_text = codegen_llvm(lowered, resolved)
+    if resolved.isa == "aarch64" and resolved.isa != Target.host().isa:
+        from tir.runtime.aarch64 import build_aarch64_module
+
+        return build_aarch64_module(ir_text, lowered, resolved)  # type: ignore[return-value]
+    return LLVMModule(lowered, resolved, ir_text, entry)

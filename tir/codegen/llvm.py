@@ -1,0 +1,120 @@
+"""LLVM IR generation (through llvmlite) for lowered programs.
+
+``codegen_llvm(mod, target)`` turns an ``IRModule`` in the lowered form of docs/lowering.md
+(block-free, 1-D buffers, vector expressions) into the text of one LLVM module, with the
+target's triple and data layout set. Every function of the module becomes an internal
+``i32 @"NAME.body"(ptr noalias %buf..., <scalar>...)``; every function that is not the outlined
+body of a parallel loop also gets the entry ABI wrapper ``i32 @NAME(ptr %args)``, where
+``args[i]`` is the data pointer of buffer parameter ``i`` or a pointer to the value of scalar
+parameter ``i``.
+
+As a convenience for programs written directly in lowered form, a function body may still be
+the realize of the root block (no iterators): its ``alloc_buffer`` s are allocated; any other
+block is refused. Multi-dimensional buffers are indexed row-major (or by their strides).
+
+Numerics follow docs/lowering.md; see ``tir.codegen.llvm_types`` for dtypes and casts and
+``tir.codegen.llvm_math`` for math calls.
+"""
+
+from __future__ import annotations
+
+import llvmlite.ir as ir
+
+from tir.codegen import llvm_parallel
+from tir.codegen.features import CodegenError, check_module_intrinsics
+from tir.codegen.llvm_function import FunctionCodegen, from_storage
+from tir.codegen.llvm_target import data_layout
+from tir.codegen.llvm_types import I32, I64, PTR, const, storage_bytes, storage_type, value_type
+from tir.ir import Buffer, IRModule, PrimFunc
+from tir.target import Target
+
+__all__ = ["ModuleCodegen", "body_symbol", "codegen_llvm", "is_entry_function"]
+
+
+def is_entry_function(func: PrimFunc) -> bool:
+    """Whether ``func`` gets the entry ABI (it is not the outlined body of a parallel loop)."""
+    return llvm_parallel.OUTLINED_ATTR not in func.attrs
+
+
+def body_symbol(name: str) -> str:
+    """The LLVM name of the internal function computing PrimFunc ``name``."""
+    return f"{name}.body"
+
+
+def codegen_llvm(mod: IRModule | PrimFunc, target: Target | str = "llvm") -> str:
+    """LLVM IR text of ``mod`` for ``target`` (unoptimized; triple and data layout set).
+
+    Raises ``CodegenError`` for a program it cannot compile, before LLVM sees it: a
+    target-specific intrinsic the target lacks, a block other than the root block, a variable
+    used where it is not defined, an unknown call.
+    """
+    target = Target.parse(target)
+    if not target.is_cpu:
+        raise CodegenError(f"codegen_llvm needs a CPU (llvm) target, got {target.text!r}")
+    if isinstance(mod, PrimFunc):
+        mod = IRModule({mod.name: mod})
+    check_module_intrinsics(mod, target)
+    return ModuleCodegen(mod, target).generate()
+
+
+class ModuleCodegen:
+    """Emits one LLVM module for an IRModule."""
+
+    def __init__(self, mod: IRModule, target: Target) -> None:
+        self.mod = mod
+        self.target = target
+        self.module = ir.Module(name="tir")
+        self.module.triple = target.triple
+        self.module.data_layout = data_layout(target)
+        self.body_functions: dict[str, ir.Function] = {}
+        self.trampolines: dict[str, ir.Function] = {}
+        self._num_threads: ir.GlobalVariable | None = None
+
+    @property
+    def num_threads_global(self) -> ir.GlobalVariable:
+        """``i32 @__tir_num_threads``: threads per parallel launch (0: the OpenMP default)."""
+        if self._num_threads is None:
+            var = ir.GlobalVariable(self.module, I32, llvm_parallel.NUM_THREADS_SYMBOL)
+            var.initializer = const(I32, 0)
+            var.align = 4
+            self._num_threads = var
+        return self._num_threads
+
+    def generate(self) -> str:
+        for name, func in self.mod.functions.items():
+            self.body_functions[name] = self._declare_body(func)
+        for name, func in self.mod.functions.items():
+            FunctionCodegen(self, func, self.body_functions[name]).emit()
+        for name, func in self.mod.functions.items():
+            if is_entry_function(func):
+                self._emit_entry_wrapper(func, self.body_functions[name])
+        return str(self.module)
+
+    def _declare_body(self, func: PrimFunc) -> ir.Function:
+        arg_types = [PTR if isinstance(param, Buffer) else value_type(param.dtype) for param in func.params]
+        fn = ir.Function(self.module, ir.FunctionType(I32, arg_types), body_symbol(func.name))
+        fn.linkage = "internal"
+        fn.attributes.add("nounwind")
+        for param, arg in zip(func.params, fn.args):
+            arg.name = param.name
+            if isinstance(param, Buffer):
+                arg.add_attribute("noalias")
+        return fn
+
+    def _emit_entry_wrapper(self, func: PrimFunc, body: ir.Function) -> None:
+        fn = ir.Function(self.module, ir.FunctionType(I32, [PTR]), func.name)
+        fn.args[0].name = "args"
+        fn.attributes.add("nounwind")
+        builder = ir.IRBuilder(fn.append_basic_block("entry"))
+        values: list[ir.Value] = []
+        for position, param in enumerate(func.params):
+            slot = builder.gep(fn.args[0], [const(I64, position)], source_etype=PTR)
+            pointer = builder.load(slot, name=f"{param.name}.ptr", typ=PTR, align=8)
+            if isinstance(param, Buffer):
+                values.append(pointer)
+            else:
+                raw = builder.load(
+                    pointer, name=param.name, typ=storage_type(param.dtype), align=storage_bytes(param.dtype)
+                )
+                values.append(from_storage(builder, raw, param.dtype))
+        builder.ret(builder.call(body, values))

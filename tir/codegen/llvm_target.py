@@ -1,0 +1,89 @@
+"""LLVM target machines for a ``Target``, the optimization pipeline, and assembly / object emission.
+
+The machine always uses the target's triple, CPU and features (``Target.llvm_features()``) at
+optimization level 3. Three flavours: ``"jit"`` (the in-process JIT), ``"object"``
+(position-independent code for a shared library) and ``"asm"`` (readable assembly).
+"""
+
+from __future__ import annotations
+
+import functools
+import threading
+
+import llvmlite.binding as llvm
+
+from tir.codegen.features import CodegenError
+from tir.target import Target
+
+_LOCK = threading.Lock()
+
+
+@functools.cache
+def _initialize() -> None:
+    llvm.initialize_all_targets()
+    llvm.initialize_all_asmprinters()
+    llvm.initialize_native_asmparser()
+
+
+def _cpu_name(target: Target) -> str:
+    return target.cpu or "generic"
+
+
+def target_machine(target: Target, flavour: str = "asm") -> llvm.TargetMachine:
+    """A TargetMachine for ``target``: ``flavour`` is ``"jit"``, ``"object"`` or ``"asm"``."""
+    _initialize()
+    return _target_machine_cached(target.triple, _cpu_name(target), target.llvm_features(), flavour)
+
+
+@functools.cache
+def _target_machine_cached(triple: str, cpu: str, features: str, flavour: str) -> llvm.TargetMachine:
+    try:
+        llvm_target = llvm.Target.from_triple(triple)
+    except RuntimeError as exc:
+        raise CodegenError(f"LLVM has no backend for triple {triple!r}: {exc}") from None
+    if flavour == "jit":
+        return llvm_target.create_target_machine(cpu=cpu, features=features, opt=3, jit=True)
+    reloc = "pic" if flavour == "object" else "default"
+    return llvm_target.create_target_machine(cpu=cpu, features=features, opt=3, reloc=reloc, codemodel="default")
+
+
+def data_layout(target: Target) -> str:
+    """The LLVM data layout string of ``target``."""
+    return str(target_machine(target).target_data)
+
+
+def parse_ir(text: str, what: str = "the generated LLVM IR") -> llvm.ModuleRef:
+    """Parse and verify LLVM IR text; errors become ``CodegenError`` (never a process abort)."""
+    _initialize()
+    try:
+        module = llvm.parse_assembly(text)
+        module.verify()
+    except RuntimeError as exc:
+        raise CodegenError(f"LLVM rejected {what}: {str(exc).strip()}") from None
+    return module
+
+
+def optimize(module: llvm.ModuleRef, target: Target, speed_level: int = 3) -> llvm.ModuleRef:
+    """Run LLVM's default ``O<speed_level>`` pipeline for ``target`` on ``module`` (in place)."""
+    tm = target_machine(target, "jit")
+    options = llvm.create_pipeline_tuning_options(speed_level=speed_level)
+    options.loop_vectorization = speed_level >= 2
+    options.slp_vectorization = speed_level >= 2
+    options.loop_unrolling = speed_level >= 2
+    with _LOCK:
+        builder = llvm.create_pass_builder(tm, options)
+        manager = builder.getModulePassManager()
+        manager.run(module, builder)
+    return module
+
+
+def emit_assembly(ir_text: str, target: Target) -> str:
+    """Assembly for optimized LLVM IR text."""
+    module = parse_ir(ir_text)
+    return target_machine(target, "asm").emit_assembly(module)
+
+
+def emit_object(ir_text: str, target: Target) -> bytes:
+    """A position-independent object file for optimized LLVM IR text."""
+    module = parse_ir(ir_text)
+    return target_machine(target, "object").emit_object(module)

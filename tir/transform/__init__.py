@@ -1,0 +1,125 @@
+"""Lowering: the ordered list of named passes from scheduled programs to backend-ready ones.
+
+``lower(func_or_mod, target=None, dump=False) -> IRModule`` runs, in order (docs/lowering.md):
+
+    lower_init                 T.init -> `if <reduce iterators at their min>: init`
+    convert_blocks_to_loops    blocks disappear: bindings substituted, predicates -> if,
+                               alloc_buffer -> Allocate, match_buffer views -> source accesses
+    compact_allocations        each Allocate moves down to where its uses are, and shrinks
+    plan_allocations           Allocate.storage: "stack" (small, constant) or "heap"
+    flatten_buffers            multi-dimensional buffers -> 1-D; attrs["param_shapes"]
+    vectorize_loops            vectorized loops -> Ramp / Broadcast vector expressions
+    unroll_loops               unrolled loops of constant extent -> replicated bodies
+    lower_parallel             parallel loops -> outlined functions and launch calls
+    simplify                   every expression simplified
+
+``dump=True`` prints the program after each pass under a ``# after <name>`` header;
+``dump=callable`` is called as ``dump(pass_name, program)`` instead. Every pass is also
+importable on its own (``from tir.transform import flatten_buffers``) as a pure
+``PrimFunc -> PrimFunc`` function; ``lower_parallel`` works on whole modules.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable
+from typing import Any
+
+from tir.ir import IRModule, PrimFunc
+from tir.target import Target
+from tir.transform._common import LoweringError, apply_to_module, as_module
+from tir.transform.compact_allocations import compact_allocations
+from tir.transform.convert_blocks import convert_blocks_to_loops
+from tir.transform.flatten_buffers import flatten_buffers
+from tir.transform.lower_init import lower_init
+from tir.transform.plan_allocations import plan_allocations
+from tir.transform.simplify import simplify
+from tir.transform.unroll import unroll_loops
+from tir.transform.vectorize import vectorize_loops
+
+__all__ = [
+    "LoweringError",
+    "PASS_NAMES",
+    "compact_allocations",
+    "convert_blocks_to_loops",
+    "flatten_buffers",
+    "lower",
+    "lower_init",
+    "passes",
+    "plan_allocations",
+    "simplify",
+    "unroll_loops",
+    "vectorize_loops",
+]
+
+#: The pipeline, in order.
+PASS_NAMES = (
+    "lower_init",
+    "convert_blocks_to_loops",
+    "compact_allocations",
+    "plan_allocations",
+    "flatten_buffers",
+    "vectorize_loops",
+    "unroll_loops",
+    "lower_parallel",
+    "simplify",
+)
+
+ModulePass = Callable[[IRModule], IRModule]
+Dump = bool | Callable[[str, IRModule], Any]
+
+
+def _module_pass(func_pass: Callable[..., PrimFunc], **kwargs: Any) -> ModulePass:
+    return lambda mod: apply_to_module(func_pass, mod, **kwargs)
+
+
+def _lower_parallel_pass() -> ModulePass | None:
+    """The ``lower_parallel`` module pass, or None while ``tir/transform/lower_parallel.py`` is absent.
+
+    It is imported lazily: the pass belongs to the parallel runtime, which may be built
+    separately from the rest of the pipeline.
+    """
+    try:
+        module = importlib.import_module("tir.transform.lower_parallel")
+    except ModuleNotFoundError as error:
+        if error.name == "tir.transform.lower_parallel":
+            return None
+        raise
+    return module.lower_parallel  # type: ignore[no-any-return]
+
+
+def passes(target: Target | None = None) -> list[tuple[str, ModulePass]]:
+    """The named module passes ``lower`` runs for ``target``, in order."""
+    pipeline: list[tuple[str, ModulePass]] = [
+        ("lower_init", _module_pass(lower_init)),
+        ("convert_blocks_to_loops", _module_pass(convert_blocks_to_loops)),
+        ("compact_allocations", _module_pass(compact_allocations)),
+        ("plan_allocations", _module_pass(plan_allocations)),
+        ("flatten_buffers", _module_pass(flatten_buffers)),
+        ("vectorize_loops", _module_pass(vectorize_loops, target=target)),
+        ("unroll_loops", _module_pass(unroll_loops)),
+    ]
+    parallel = _lower_parallel_pass()
+    if parallel is not None:
+        pipeline.append(("lower_parallel", parallel))
+    pipeline.append(("simplify", _module_pass(simplify)))
+    return pipeline
+
+
+def lower(func_or_mod: PrimFunc | IRModule, target: str | Target | None = None, dump: Dump = False) -> IRModule:
+    """Run the lowering pipeline; the result is an IRModule of block-free, 1-D-buffer functions.
+
+    ``target`` (a ``Target`` or a target string) only gives hints (vector width); the lowered
+    program is correct for any target. ``dump=True`` prints the program after every pass,
+    ``dump=callable`` receives ``(pass_name, module)`` after every pass.
+    """
+    resolved = Target.parse(target) if isinstance(target, str) else target
+    mod = as_module(func_or_mod)
+    for name, run in passes(resolved):
+        mod = run(mod)
+        if callable(dump):
+            dump(name, mod)
+        elif dump:
+            print(f"# after {name}")
+            print(mod.script())
+    return mod

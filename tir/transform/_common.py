@@ -1,0 +1,122 @@
+"""Helpers the lowering passes share: applying a function pass to a module, buffer queries."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from tir.ir import (
+    Allocate,
+    Broadcast,
+    Buffer,
+    BufferLoad,
+    BufferStore,
+    Cast,
+    DataType,
+    Evaluate,
+    IntImm,
+    IRModule,
+    IRVisitor,
+    Node,
+    PrimExpr,
+    PrimFunc,
+    Ramp,
+    Stmt,
+)
+from tir.ir.stmt import SeqStmt
+
+FuncPass = Callable[[PrimFunc], PrimFunc]
+
+
+def as_module(func_or_mod: PrimFunc | IRModule) -> IRModule:
+    """``func_or_mod`` as an IRModule (a PrimFunc becomes a module of one function)."""
+    if isinstance(func_or_mod, IRModule):
+        return func_or_mod
+    if isinstance(func_or_mod, PrimFunc):
+        return IRModule({func_or_mod.name: func_or_mod})
+    raise TypeError(f"expected a PrimFunc or an IRModule, got {type(func_or_mod).__name__}")
+
+
+def apply_to_module(pass_fn: FuncPass, mod: IRModule, **kwargs: Any) -> IRModule:
+    """Run a function pass on every function of ``mod``; the same module when nothing changes."""
+    functions = {name: pass_fn(func, **kwargs) for name, func in mod.functions.items()}
+    if all(functions[name] is mod.functions[name] for name in functions):
+        return mod
+    return mod.replace(functions=functions)
+
+
+def cast_to(expr: PrimExpr, dtype: DataType) -> PrimExpr:
+    """``expr`` as an integer expression of scalar ``dtype`` (constants re-typed, others cast)."""
+    if expr.dtype.element == dtype:
+        return expr
+    if isinstance(expr, IntImm):
+        return IntImm(expr.value, dtype)
+    if isinstance(expr, Ramp):
+        return Ramp(cast_to(expr.base, dtype), cast_to(expr.stride, dtype), expr.lanes)
+    if isinstance(expr, Broadcast):
+        return Broadcast(cast_to(expr.value, dtype), expr.lanes)
+    return Cast(dtype.with_lanes(expr.dtype.lanes), expr)
+
+
+def widest_int(exprs: list[PrimExpr]) -> DataType:
+    """The widest scalar integer dtype among ``exprs`` (int32 when there are none)."""
+    return max((e.dtype.element for e in exprs), key=lambda d: d.bits, default=DataType.parse("int32"))
+
+
+def no_op() -> Stmt:
+    """The statement that does nothing."""
+    return Evaluate(IntImm(0))
+
+
+def is_no_op(stmt: Stmt) -> bool:
+    return isinstance(stmt, Evaluate) and isinstance(stmt.value, IntImm)
+
+
+def make_seq(stmts: list[Stmt]) -> Stmt:
+    """A sequence without nested sequences or no-ops; one statement stands for itself."""
+    flat: list[Stmt] = []
+    for stmt in stmts:
+        items = stmt.stmts if isinstance(stmt, SeqStmt) else (stmt,)
+        flat.extend(item for item in items if not is_no_op(item))
+    if not flat:
+        return no_op()
+    return flat[0] if len(flat) == 1 else SeqStmt(tuple(flat))
+
+
+class _BufferUse(IRVisitor):
+    def __init__(self, buffer: Buffer) -> None:
+        self.buffer = buffer
+        self.found = False
+
+    def visit(self, node: Any) -> None:
+        if not self.found:
+            super().visit(node)
+
+    def visit_BufferLoad(self, node: BufferLoad) -> None:
+        if node.buffer is self.buffer:
+            self.found = True
+        else:
+            self.generic_visit(node)
+
+    def visit_BufferStore(self, node: BufferStore) -> None:
+        if node.buffer is self.buffer:
+            self.found = True
+        else:
+            self.generic_visit(node)
+
+    def visit_Allocate(self, node: Allocate) -> None:
+        self.visit(node.body)
+
+    def visit_Buffer(self, node: Buffer) -> None:
+        pass
+
+
+def uses_buffer(node: Node, buffer: Buffer) -> bool:
+    """Whether ``node`` loads from or stores to ``buffer``."""
+    visitor = _BufferUse(buffer)
+    visitor.visit(node)
+    return visitor.found
+
+
+class LoweringError(ValueError):
+    """A program a lowering pass cannot lower; the message names the pass and the construct."""

@@ -1,0 +1,399 @@
+"""``compact_allocations``: each ``Allocate`` moves down to where its buffer is used, and shrinks.
+
+The allocation moves to the innermost statement that encloses every access of its buffer:
+into the one statement of a sequence that uses it, the branch of an ``if`` that uses it, the
+body of a ``LetStmt``, and into a loop body only when no value can flow from one iteration to
+the next through the buffer: when different iterations touch disjoint parts of it, when each
+iteration writes what it reads before reading it (unconditional stores over whole loop ranges,
+covering the later reads), or when the loop runs once. It never moves into a ``vectorized``
+loop, nor into a thread-bound loop unless the buffer's scope lives there (``threadIdx``:
+``local`` and fragments; ``blockIdx`` / ``vthread``: those and ``shared``).
+
+There the buffer shrinks to the region its accesses touch (relaxed over the loops inside the
+new position): a dimension whose region has a constant extent, or an extent bounded by a
+constant, shrinks to it and its indices are shifted by the region's start; a dimension that
+cannot be bounded, or whose region start reads memory, keeps its size. Buffers with explicit
+strides or an element offset move but keep their layout. Before::
+
+    C = T.allocate((16, 16), "float32")
+    for i in range(16):
+        for j in range(16):
+            C[i, j] = A[i, j] * 2.0
+        for j in range(16):
+            B[i, j] = C[i, j] + 1.0
+
+After (iteration ``i`` touches row ``i`` only)::
+
+    for i in range(16):
+        C = T.allocate((1, 16), "float32")
+        for j in range(16):
+            C[0, j] = A[i, j] * 2.0
+        for j in range(16):
+            B[i, j] = C[0, j] + 1.0
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from tir.arith import Analyzer, relax_region, union_regions
+from tir.ir import (
+    Allocate,
+    Buffer,
+    BufferLoad,
+    BufferStore,
+    Call,
+    For,
+    ForKind,
+    IfThenElse,
+    IntImm,
+    IRMutator,
+    IRVisitor,
+    LetStmt,
+    PrimExpr,
+    PrimFunc,
+    Ramp,
+    Range,
+    SeqStmt,
+    Stmt,
+    Var,
+    substitute,
+)
+from tir.transform._common import uses_buffer
+
+__all__ = ["compact_allocations"]
+
+
+@dataclass
+class _Access:
+    indices: tuple[PrimExpr, ...]
+    dom_map: dict[Var, Range]  # the loops around the access, inside the statement examined
+
+
+class _CollectAccesses(IRVisitor):
+    """Accesses of one buffer inside a statement, with let-bound variables inlined."""
+
+    def __init__(self, buffer: Buffer, loads: bool = True, stores: bool = True) -> None:
+        self.buffer = buffer
+        self.loads, self.stores = loads, stores
+        self.loops: dict[Var, Range] = {}
+        self.lets: dict[Var, PrimExpr] = {}
+        self.accesses: list[_Access] = []
+
+    def record(self, indices: tuple[PrimExpr, ...]) -> None:
+        self.accesses.append(_Access(tuple(substitute(i, self.lets) for i in indices), dict(self.loops)))
+
+    def visit_BufferLoad(self, load: BufferLoad) -> None:
+        if load.buffer is self.buffer and self.loads:
+            self.record(load.indices)
+        self.generic_visit(load)
+
+    def visit_BufferStore(self, store: BufferStore) -> None:
+        if store.buffer is self.buffer and self.stores:
+            self.record(store.indices)
+        self.generic_visit(store)
+
+    def visit_For(self, loop: For) -> None:
+        self.visit(loop.min)
+        self.visit(loop.extent)
+        self.loops[loop.loop_var] = Range(substitute(loop.min, self.lets), substitute(loop.extent, self.lets))
+        self.visit(loop.body)
+        self.loops.pop(loop.loop_var, None)
+
+    def visit_LetStmt(self, stmt: LetStmt) -> None:
+        self.visit(stmt.value)
+        self.lets[stmt.var] = substitute(stmt.value, self.lets)
+        self.visit(stmt.body)
+        self.lets.pop(stmt.var, None)
+
+
+def _touched_region(
+    stmt: Stmt, buffer: Buffer, loads: bool = True, stores: bool = True, lets: dict[Var, PrimExpr] | None = None
+) -> tuple[Range, ...] | None:
+    """The hull of the buffer region ``stmt`` accesses, relaxed over the loops inside ``stmt``.
+
+    None when there is no such access.
+    """
+    collector = _CollectAccesses(buffer, loads, stores)
+    collector.lets = dict(lets or {})
+    collector.visit(stmt)
+    region: tuple[Range, ...] | None = None
+    for access in collector.accesses:
+        ranges = relax_region(access.indices, access.dom_map, buffer.shape)
+        region = ranges if region is None else union_regions(region, ranges)  # type: ignore[assignment]
+    return region
+
+
+class _ExactWrites(IRVisitor):
+    """Boxes of the buffer that a statement surely writes completely (whenever it runs).
+
+    A store counts when no ``if`` encloses it inside the statement, every enclosing loop surely
+    runs, and each index is loop-invariant or one loop variable plus an invariant offset, each
+    loop variable indexing at most one dimension: then the store covers the box exactly.
+    """
+
+    def __init__(self, buffer: Buffer, analyzer: Analyzer, lets: dict[Var, PrimExpr]) -> None:
+        self.buffer = buffer
+        self.analyzer = analyzer
+        self.lets = dict(lets)
+        self.loops: dict[Var, Range] = {}
+        self.boxes: list[tuple[Range, ...]] = []
+
+    def visit_IfThenElse(self, stmt: IfThenElse) -> None:
+        pass  # a conditional write may not happen
+
+    def visit_For(self, loop: For) -> None:
+        start, extent = substitute(loop.min, self.lets), substitute(loop.extent, self.lets)
+        if any(_uses_var(e, v) for e in (start, extent) for v in self.loops):
+            return  # not a rectangular nest
+        if not self.analyzer.can_prove(extent >= 1):
+            return  # the loop may not run
+        self.loops[loop.loop_var] = Range(start, extent)
+        self.visit(loop.body)
+        self.loops.pop(loop.loop_var, None)
+
+    def visit_LetStmt(self, stmt: LetStmt) -> None:
+        self.lets[stmt.var] = substitute(stmt.value, self.lets)
+        self.visit(stmt.body)
+        self.lets.pop(stmt.var, None)
+
+    def visit_Allocate(self, stmt: Allocate) -> None:
+        self.visit(stmt.body)
+
+    def visit_BufferStore(self, store: BufferStore) -> None:
+        if store.buffer is not self.buffer:
+            return
+        box: list[Range] = []
+        used: set[Var] = set()
+        for index in store.indices:
+            index = self.analyzer.simplify(substitute(index, self.lets))
+            if index.dtype.lanes != 1 or _reads_memory(index):
+                return
+            inner = [v for v in self.loops if _uses_var(index, v)]
+            if not inner:
+                box.append(Range(index, IntImm(1, index.dtype)))
+                continue
+            if len(inner) != 1 or inner[0] in used or inner[0].dtype != index.dtype:
+                return
+            var = inner[0]
+            offset = self.analyzer.simplify(index - var)
+            if _uses_var(offset, var):
+                return
+            used.add(var)
+            dom = self.loops[var]
+            box.append(Range(self.analyzer.simplify(dom.min + offset), dom.extent))
+        self.boxes.append(tuple(box))
+
+
+def _contains(analyzer: Analyzer, box: tuple[Range, ...], region: tuple[Range, ...]) -> bool:
+    return all(
+        analyzer.can_prove(outer.min <= inner.min)
+        and analyzer.can_prove(inner.min + inner.extent <= outer.min + outer.extent)
+        for outer, inner in zip(box, region)
+    )
+
+
+def _reads_memory(expr: PrimExpr) -> bool:
+    found = False
+
+    class _Find(IRVisitor):
+        def visit_BufferLoad(self, node: BufferLoad) -> None:
+            nonlocal found
+            found = True
+
+        def visit_Call(self, node: Call) -> None:
+            nonlocal found
+            found = True
+
+    _Find().visit(expr)
+    return found
+
+
+def _uses_var(expr: PrimExpr, var: Var) -> bool:
+    found = False
+
+    class _Find(IRVisitor):
+        def visit_Var(self, node: Var) -> None:
+            nonlocal found
+            found = found or node is var
+
+    _Find().visit(expr)
+    return found
+
+
+class _Shift(IRMutator):
+    """Accesses of ``old`` become accesses of ``new`` at ``index - start``."""
+
+    def __init__(self, old: Buffer, new: Buffer, starts: tuple[PrimExpr, ...], analyzer: Analyzer) -> None:
+        self.old, self.new, self.starts, self.analyzer = old, new, starts, analyzer
+
+    def shift(self, indices: tuple[PrimExpr, ...]) -> tuple[PrimExpr, ...]:
+        out = []
+        for index, start in zip(indices, self.starts):
+            if isinstance(start, IntImm) and start.value == 0:
+                out.append(index)
+            elif isinstance(index, Ramp):
+                out.append(Ramp(self.analyzer.simplify(index.base - start), index.stride, index.lanes))
+            else:
+                out.append(self.analyzer.simplify(index - start))
+        return tuple(out)
+
+    def visit_BufferLoad(self, load: BufferLoad) -> PrimExpr:
+        load = self.generic_visit(load)
+        if load.buffer is not self.old:
+            return load
+        return BufferLoad(self.new, self.shift(load.indices), span=load.span)
+
+    def visit_BufferStore(self, store: BufferStore) -> Stmt:
+        store = self.generic_visit(store)
+        if store.buffer is not self.old:
+            return store
+        return BufferStore(self.new, store.value, self.shift(store.indices), span=store.span)
+
+
+def _lives_inside(scope: str, thread_tag: str) -> bool:
+    """Whether memory of ``scope`` may be allocated inside a loop bound to ``thread_tag``."""
+    if thread_tag.startswith("threadIdx"):
+        return scope not in ("global", "shared", "shared.dyn")  # per-thread memory only
+    return scope != "global"  # blockIdx / vthread: per-block memory as well
+
+
+class _Placer:
+    """Finds the new home of one allocation and builds the shrunk ``Allocate`` there."""
+
+    def __init__(self, alloc: Allocate) -> None:
+        self.alloc = alloc
+        self.buffer = alloc.buffer
+        self.outer = Analyzer()  # ranges of the loops the allocation moved into
+
+    def place(self, stmt: Stmt) -> Stmt:
+        buffer = self.buffer
+        if isinstance(stmt, SeqStmt):
+            users = [k for k, item in enumerate(stmt.stmts) if uses_buffer(item, buffer)]
+            if len(users) == 1:
+                k = users[0]
+                return stmt.replace(stmts=(*stmt.stmts[:k], self.place(stmt.stmts[k]), *stmt.stmts[k + 1 :]))
+        elif isinstance(stmt, For):
+            if not uses_buffer(stmt.min, buffer) and not uses_buffer(stmt.extent, buffer) and self.can_enter(stmt):
+                self.outer.bind(stmt.loop_var, Range(stmt.min, stmt.extent))
+                return stmt.replace(body=self.place(stmt.body))
+        elif isinstance(stmt, IfThenElse):
+            if not uses_buffer(stmt.condition, buffer):
+                then_uses = uses_buffer(stmt.then_case, buffer)
+                else_uses = stmt.else_case is not None and uses_buffer(stmt.else_case, buffer)
+                if then_uses and not else_uses:
+                    return stmt.replace(then_case=self.place(stmt.then_case))
+                if else_uses and not then_uses:
+                    assert stmt.else_case is not None
+                    return stmt.replace(else_case=self.place(stmt.else_case))
+        elif isinstance(stmt, LetStmt):
+            if not uses_buffer(stmt.value, buffer):
+                return stmt.replace(body=self.place(stmt.body))
+        elif isinstance(stmt, Allocate):
+            return stmt.replace(body=self.place(stmt.body))
+        return self.allocate(stmt)
+
+    # ------------------------------------------------------------ entering loops
+
+    def can_enter(self, loop: For) -> bool:
+        if loop.kind is ForKind.VECTORIZED:
+            return False
+        if loop.kind is ForKind.THREAD_BINDING and not _lives_inside(self.buffer.scope, loop.thread_tag or ""):
+            return False
+        if isinstance(loop.extent, IntImm) and loop.extent.value == 1:
+            return True
+        return self.iterations_disjoint(loop) or self.reads_covered(loop.body)
+
+    def reads_covered(self, body: Stmt) -> bool:
+        """Whether each iteration writes every element it reads before reading it.
+
+        The body is taken as a sequence of steps; the reads of a step must lie inside one box
+        that an earlier step surely wrote (see ``_ExactWrites``).
+        """
+        lets: dict[Var, PrimExpr] = {}
+        while isinstance(body, (LetStmt, Allocate)):
+            if isinstance(body, LetStmt):
+                lets[body.var] = substitute(body.value, lets)
+            body = body.body
+        steps = body.stmts if isinstance(body, SeqStmt) else (body,)
+        boxes: list[tuple[Range, ...]] = []
+        for step in steps:
+            reads = _touched_region(step, self.buffer, stores=False, lets=lets)
+            if reads is not None and not any(_contains(self.outer, box, reads) for box in boxes):
+                return False
+            writes = _ExactWrites(self.buffer, self.outer, lets)
+            writes.visit(step)
+            boxes.extend(writes.boxes)
+        return True
+
+    def iterations_disjoint(self, loop: For) -> bool:
+        """Whether different iterations of ``loop`` touch disjoint parts of the buffer."""
+        region = _touched_region(loop.body, self.buffer)
+        assert region is not None
+        var = loop.loop_var
+        analyzer = Analyzer()
+        # Comparing iteration v with v + 1 for v up to the second-to-last iteration.
+        analyzer.bind(var, Range(loop.min, analyzer.simplify(loop.extent - 1)))
+        for rng in region:
+            if _reads_memory(rng.min) or _reads_memory(rng.extent):
+                continue
+            extent = rng.extent
+            if _uses_var(extent, var):
+                bound = analyzer.const_int_bound(extent)
+                if math.isinf(bound.max_value):
+                    continue
+                extent = IntImm(int(bound.max_value), extent.dtype)
+            step = analyzer.simplify(substitute(rng.min, {var: var + 1}) - rng.min)
+            if analyzer.can_prove(step >= extent) or analyzer.can_prove(step <= -extent):
+                return True
+        return False
+
+    # ------------------------------------------------------------ the allocation
+
+    def allocate(self, stmt: Stmt) -> Stmt:
+        buffer = self.buffer
+        if buffer.strides or buffer.elem_offset is not None:
+            return self.alloc.replace(body=stmt)
+        region = _touched_region(stmt, buffer)
+        assert region is not None
+        starts: list[PrimExpr] = []
+        shape: list[PrimExpr] = []
+        for rng, extent in zip(region, buffer.shape):
+            size = self.constant_extent(rng)
+            original = extent.value if isinstance(extent, IntImm) else None
+            if size is None or (original is not None and size >= original):
+                starts.append(IntImm(0, rng.min.dtype))
+                shape.append(extent)
+            else:
+                starts.append(rng.min)
+                shape.append(IntImm(size, extent.dtype))
+        if all(a is b for a, b in zip(shape, buffer.shape)):
+            return self.alloc.replace(body=stmt)
+        new = buffer.replace(shape=tuple(shape))
+        body = _Shift(buffer, new, tuple(starts), self.outer).visit(stmt)
+        return self.alloc.replace(buffer=new, body=body)
+
+    def constant_extent(self, rng: Range) -> int | None:
+        """A constant bound on the region's extent, when its start can serve as an offset."""
+        if _reads_memory(rng.min) or _reads_memory(rng.extent):
+            return None
+        if isinstance(rng.extent, IntImm):
+            return max(rng.extent.value, 1)
+        bound = self.outer.const_int_bound(rng.extent)
+        if math.isinf(bound.max_value) or bound.max_value < 1:
+            return None
+        return int(bound.max_value)
+
+
+class _Compact(IRMutator):
+    def visit_Allocate(self, alloc: Allocate) -> Stmt:
+        body = self.visit(alloc.body)
+        if not uses_buffer(body, alloc.buffer):
+            return alloc.replace(body=body)
+        return _Placer(alloc.replace(body=body)).place(body)
+
+
+def compact_allocations(func: PrimFunc) -> PrimFunc:
+    """Move every allocation next to its uses and shrink it there (see the module docstring)."""
+    return func.replace(body=_Compact().visit(func.body))

@@ -1,0 +1,159 @@
+"""``flatten_buffers``: every multi-dimensional buffer becomes a 1-D buffer.
+
+An access ``B[i0, ..., ik]`` becomes ``B_flat[elem_offset + i0 * s0 + ... + ik * sk]`` where the
+strides ``s`` are the buffer's explicit strides, or row-major strides of its shape. The flat
+buffer keeps name, dtype, scope and alignment; its one extent covers every element. Parameters
+are replaced by flat buffers too and ``attrs["param_shapes"]`` keeps the original shapes (one
+entry per parameter, None for scalars), so callers can still check arguments. A ``Ramp``
+index stays a ``Ramp`` (its base and stride scaled by the dimension's stride). Before::
+
+    def f(A: T.Buffer((4, 8), "float32"), B: T.Buffer((4, 8), "float32")):
+        for i, j in T.grid(4, 8):
+            B[i, j] = A[i, j] + 1.0
+
+After::
+
+    def f(A: T.Buffer((32,), "float32"), B: T.Buffer((32,), "float32")):
+        T.func_attr({"param_shapes": ((4, 8), (4, 8))})
+        for i, j in T.grid(4, 8):
+            B[i * 8 + j] = A[i * 8 + j] + 1.0
+"""
+
+from __future__ import annotations
+
+from tir.arith import simplify
+from tir.ir import (
+    Allocate,
+    Broadcast,
+    Buffer,
+    BufferLoad,
+    BufferStore,
+    IntImm,
+    IRMutator,
+    PrimExpr,
+    PrimFunc,
+    Ramp,
+    Stmt,
+)
+from tir.transform._common import LoweringError, cast_to, widest_int
+from tir.transform.convert_blocks import row_major_strides
+
+__all__ = ["flat_index", "flatten_buffers"]
+
+
+def _scale(index: PrimExpr, stride: PrimExpr) -> PrimExpr:
+    if isinstance(stride, IntImm) and stride.value == 1:
+        return index
+    if isinstance(index, Ramp):
+        return Ramp(simplify(index.base * stride), simplify(index.stride * stride), index.lanes)
+    if isinstance(index, Broadcast):
+        return Broadcast(simplify(index.value * stride), index.lanes)
+    if index.dtype.lanes > 1:
+        return index * Broadcast(stride, index.dtype.lanes)
+    return index * stride
+
+
+def _add(a: PrimExpr | None, b: PrimExpr) -> PrimExpr:
+    if a is None:
+        return b
+    if a.dtype.lanes == 1 and b.dtype.lanes == 1:
+        return a + b
+    if a.dtype.lanes > 1 and b.dtype.lanes > 1:
+        raise LoweringError("flatten_buffers: an access with vector indices in two dimensions cannot be flattened")
+    scalar, vector = (a, b) if a.dtype.lanes == 1 else (b, a)
+    if isinstance(vector, Ramp):
+        return Ramp(simplify(scalar + vector.base), vector.stride, vector.lanes)
+    if isinstance(vector, Broadcast):
+        return Broadcast(simplify(scalar + vector.value), vector.lanes)
+    return Broadcast(scalar, vector.dtype.lanes) + vector
+
+
+def flat_index(buffer: Buffer, indices: tuple[PrimExpr, ...]) -> PrimExpr:
+    """The 1-D index of ``buffer[indices]``: ``elem_offset + sum(index_k * stride_k)``."""
+    if len(indices) != buffer.ndim:
+        raise LoweringError(
+            f"flatten_buffers: buffer {buffer.name} has {buffer.ndim} dimensions, accessed with {len(indices)} indices"
+        )
+    strides = row_major_strides(buffer)
+    exprs = [*indices, *strides] + ([buffer.elem_offset] if buffer.elem_offset is not None else [])
+    dtype = widest_int(exprs)
+    total: PrimExpr | None = None
+    for index, stride in zip(indices, strides):
+        total = _add(total, _scale(cast_to(index, dtype), cast_to(stride, dtype)))
+    if buffer.elem_offset is not None and not (isinstance(buffer.elem_offset, IntImm) and buffer.elem_offset.value == 0):
+        total = _add(total, cast_to(buffer.elem_offset, dtype))
+    if total is None:
+        return IntImm(0, dtype)
+    return simplify(total) if total.dtype.lanes == 1 else total
+
+
+def _flat_extent(buffer: Buffer) -> PrimExpr:
+    """How many elements the flat buffer spans."""
+    if not buffer.shape:
+        return IntImm(1)
+    if buffer.strides:
+        dtype = widest_int([*buffer.shape, *buffer.strides])
+        extent = IntImm(1, dtype)
+        for dim, stride in zip(buffer.shape, buffer.strides):
+            extent = extent + (cast_to(dim, dtype) - 1) * cast_to(stride, dtype)
+    else:
+        dtype = widest_int(list(buffer.shape))
+        extent = cast_to(buffer.shape[0], dtype)
+        for dim in buffer.shape[1:]:
+            extent = extent * cast_to(dim, dtype)
+    if buffer.elem_offset is not None:
+        extent = cast_to(buffer.elem_offset, extent.dtype) + extent
+    return simplify(extent)
+
+
+class _Flatten(IRMutator):
+    def __init__(self) -> None:
+        self.flat: dict[Buffer, Buffer] = {}
+
+    def flat_buffer(self, buffer: Buffer) -> Buffer:
+        new = self.flat.get(buffer)
+        if new is None:
+            if buffer.ndim == 1 and not buffer.strides and buffer.elem_offset is None:
+                new = buffer
+            else:
+                new = Buffer(
+                    buffer.name,
+                    (_flat_extent(buffer),),
+                    buffer.dtype,
+                    buffer.scope,
+                    align=buffer.align,
+                    offset_factor=buffer.offset_factor,
+                    span=buffer.span,
+                )
+            self.flat[buffer] = new
+        return new
+
+    def index(self, buffer: Buffer, indices: tuple[PrimExpr, ...]) -> tuple[PrimExpr, ...]:
+        if self.flat_buffer(buffer) is buffer:
+            return indices
+        return (flat_index(buffer, indices),)
+
+    def visit_Allocate(self, stmt: Allocate) -> Stmt:
+        return stmt.replace(buffer=self.flat_buffer(stmt.buffer), body=self.visit(stmt.body))
+
+    def visit_BufferLoad(self, load: BufferLoad) -> PrimExpr:
+        load = self.generic_visit(load)
+        return load.replace(buffer=self.flat_buffer(load.buffer), indices=self.index(load.buffer, load.indices))
+
+    def visit_BufferStore(self, store: BufferStore) -> Stmt:
+        store = self.generic_visit(store)
+        return store.replace(buffer=self.flat_buffer(store.buffer), indices=self.index(store.buffer, store.indices))
+
+
+def flatten_buffers(func: PrimFunc) -> PrimFunc:
+    """Make every buffer 1-D (see the module docstring)."""
+    mutator = _Flatten()
+    params = tuple(mutator.flat_buffer(p) if isinstance(p, Buffer) else p for p in func.params)
+    body = mutator.visit(func.body)
+    attrs = func.attrs
+    if "param_shapes" not in attrs:
+        shapes = tuple(p.shape if isinstance(p, Buffer) else None for p in func.params)
+        attrs = {**attrs, "param_shapes": shapes}
+    if body is func.body and all(a is b for a, b in zip(params, func.params)) and attrs is func.attrs:
+        return func
+    return func.replace(params=params, body=body, attrs=attrs)

@@ -1,0 +1,153 @@
+"""``unroll_loops``: an ``unroll`` loop of constant extent is replaced by copies of its body.
+
+Copy ``k`` has the loop variable replaced by ``min + k`` and its own loop variables, let
+variables and allocations (new objects, so each is defined once). Inner loops are unrolled first. A
+loop is replicated only while it stays small: at most ``max_extent`` iterations (64) and at
+most ``max_statements`` statements in all (1024, counting the statements of the copies);
+a larger loop, or one of symbolic extent, becomes a serial loop carrying the annotation
+``{"pragma_unroll": True}`` as a hint to the backend. Before::
+
+    for j in T.unroll(3):
+        B[i * 3 + j] = A[i * 3 + j] * 2.0
+
+After::
+
+    B[i * 3] = A[i * 3] * 2.0
+    B[i * 3 + 1] = A[i * 3 + 1] * 2.0
+    B[i * 3 + 2] = A[i * 3 + 2] * 2.0
+"""
+
+from __future__ import annotations
+
+from tir.arith import simplify as simplify_expr
+from tir.ir import (
+    Allocate,
+    Buffer,
+    BufferLoad,
+    BufferStore,
+    Evaluate,
+    For,
+    ForKind,
+    IfThenElse,
+    IntImm,
+    IRMutator,
+    IRVisitor,
+    Let,
+    LetStmt,
+    PrimExpr,
+    PrimFunc,
+    SeqStmt,
+    Stmt,
+    Var,
+    substitute,
+)
+from tir.transform._common import make_seq, no_op
+
+__all__ = ["MAX_UNROLL_EXTENT", "MAX_UNROLL_STATEMENTS", "unroll_loops"]
+
+MAX_UNROLL_EXTENT = 64
+MAX_UNROLL_STATEMENTS = 1024
+
+
+class _CountStatements(IRVisitor):
+    def __init__(self) -> None:
+        self.count = 0
+
+    def visit_Stmt(self, stmt: Stmt) -> None:
+        if isinstance(stmt, (BufferStore, Evaluate, For, IfThenElse, LetStmt, Allocate)):
+            self.count += 1
+        if isinstance(stmt, (SeqStmt, For, IfThenElse, LetStmt, Allocate)):
+            self.generic_visit(stmt)
+
+
+def _statement_count(stmt: Stmt) -> int:
+    counter = _CountStatements()
+    counter.visit(stmt)
+    return counter.count
+
+
+class _FreshDefinitions(IRMutator):
+    """A copy of a statement whose loop variables, let variables and allocations are new objects.
+
+    Copies of an unrolled body then define each variable and buffer once, as every other
+    statement of a lowered program does.
+    """
+
+    def __init__(self) -> None:
+        self.vars: dict[Var, Var] = {}
+        self.buffers: dict[Buffer, Buffer] = {}
+
+    def visit_Var(self, var: Var) -> Var:
+        return self.vars.get(var, var)
+
+    def visit_Buffer(self, buffer: Buffer) -> Buffer:
+        return self.buffers.get(buffer, buffer)
+
+    def fresh_var(self, var: Var) -> Var:
+        new = Var(var.name, var.dtype, span=var.span)
+        self.vars[var] = new
+        return new
+
+    def visit_For(self, loop: For) -> Stmt:
+        start, extent = self.visit(loop.min), self.visit(loop.extent)
+        return loop.replace(loop_var=self.fresh_var(loop.loop_var), min=start, extent=extent, body=self.visit(loop.body))
+
+    def visit_LetStmt(self, stmt: LetStmt) -> Stmt:
+        value = self.visit(stmt.value)
+        return stmt.replace(var=self.fresh_var(stmt.var), value=value, body=self.visit(stmt.body))
+
+    def visit_Let(self, expr: Let) -> PrimExpr:
+        value = self.visit(expr.value)
+        return expr.replace(var=self.fresh_var(expr.var), value=value, body=self.visit(expr.body))
+
+    def visit_Allocate(self, stmt: Allocate) -> Stmt:
+        buffer = stmt.buffer
+        shape = tuple(self.visit(extent) for extent in buffer.shape)
+        new = Buffer(
+            buffer.name, shape, buffer.dtype, buffer.scope, tuple(self.visit(s) for s in buffer.strides),
+            None if buffer.elem_offset is None else self.visit(buffer.elem_offset), buffer.align,
+            buffer.offset_factor, span=buffer.span,
+        )
+        self.buffers[buffer] = new
+        return stmt.replace(buffer=new, body=self.visit(stmt.body))
+
+    def visit_BufferLoad(self, load: BufferLoad) -> PrimExpr:
+        return load.replace(buffer=self.visit_Buffer(load.buffer), indices=self.visit(load.indices))
+
+    def visit_BufferStore(self, store: BufferStore) -> Stmt:
+        return store.replace(
+            buffer=self.visit_Buffer(store.buffer), value=self.visit(store.value), indices=self.visit(store.indices)
+        )
+
+
+class _Unroll(IRMutator):
+    def __init__(self, max_extent: int, max_statements: int) -> None:
+        self.max_extent = max_extent
+        self.max_statements = max_statements
+
+    def visit_For(self, loop: For) -> Stmt:
+        body = self.visit(loop.body)
+        if loop.kind is not ForKind.UNROLLED:
+            return loop.replace(body=body)
+        extent = loop.extent
+        if isinstance(extent, IntImm) and extent.value <= 0:
+            return no_op()
+        if (
+            isinstance(extent, IntImm)
+            and extent.value <= self.max_extent
+            and extent.value * _statement_count(body) <= self.max_statements
+        ):
+            copies = []
+            for k in range(extent.value):
+                copy = substitute(body, {loop.loop_var: simplify_expr(loop.min + IntImm(k, loop.loop_var.dtype))})
+                copies.append(copy if k == 0 else _FreshDefinitions().visit(copy))
+            return make_seq(copies)
+        annotations = {**loop.annotations, "pragma_unroll": True}
+        return loop.replace(kind=ForKind.SERIAL, body=body, annotations=annotations)
+
+
+def unroll_loops(
+    func: PrimFunc, max_extent: int = MAX_UNROLL_EXTENT, max_statements: int = MAX_UNROLL_STATEMENTS
+) -> PrimFunc:
+    """Replicate the body of every small constant-extent ``unroll`` loop (module docstring)."""
+    return func.replace(body=_Unroll(max_extent, max_statements).visit(func.body))
