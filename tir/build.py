@@ -44,5 +44,5 @@ def build(
     if resolved.isa == "aarch64" and resolved.isa != Target.host().isa:
         from tir.runtime.aarch64 import build_aarch64_module
 
-        return build_aarch64_module(ir_text, lowered, resolved)  # type: ignore[return-value]
+        return build_aarch64_module(ir_text, lowered, resolved, entry)
     return LLVMModule(lowered, resolved, ir_text, entry)
