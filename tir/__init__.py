@@ -35,6 +35,7 @@ from tir.ir import (
     Var,
 )
 from tir.ir.structural import StructuralMismatch, assert_structural_equal, structural_equal, structural_hash
+from tir.schedule import Schedule, ScheduleError
 from tir.script.parser import parse
 
 __version__ = "0.1.0"
@@ -53,6 +54,8 @@ __all__ = [
     "PrimExpr",
     "PrimFunc",
     "Range",
+    "Schedule",
+    "ScheduleError",
     "Stmt",
     "StructuralMismatch",
     "Var",

@@ -1,0 +1,24 @@
+"""The Schedule methods, one mixin per primitive family; each family's module holds its pure
+IR -> IR functions and their precondition checks."""
+
+from __future__ import annotations
+
+from tir.schedule.primitives.annotate import AnnotationPrimitives
+from tir.schedule.primitives.cache import CachePrimitives
+from tir.schedule.primitives.compute_location import ComputeLocationPrimitives
+from tir.schedule.primitives.inline import InlinePrimitives
+from tir.schedule.primitives.loops import LoopPrimitives
+from tir.schedule.primitives.reduction import ReductionPrimitives
+from tir.schedule.primitives.sampling import SamplingPrimitives
+
+
+class PrimitiveMixins(
+    LoopPrimitives,
+    AnnotationPrimitives,
+    ComputeLocationPrimitives,
+    InlinePrimitives,
+    CachePrimitives,
+    ReductionPrimitives,
+    SamplingPrimitives,
+):
+    """All primitive families."""

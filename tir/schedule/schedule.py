@@ -1,0 +1,272 @@
+"""``Schedule``: the program being transformed, its handles, and its trace.
+
+    sch = tir.Schedule(func)                 # or an IRModule with one function
+    block = sch.get_block("C")
+    i, j, k = sch.get_loops(block)
+    io, ii = sch.split(i, factors=[None, 32])
+    sch.show()                               # the program now
+    sch.trace.show()                         # the Python that reproduces it
+
+Each primitive is a pure ``PrimFunc -> PrimFunc`` function in its own module under
+``tir/schedule/``; a ``Schedule`` method resolves the handles, calls it, and records the call in
+the trace. The methods live in one mixin class per primitive family, combined here.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from tir.ir import Block, BlockRealize, For, IRModule, PrimFunc, Stmt, Var
+from tir.schedule.errors import ScheduleError
+from tir.schedule.handles import BlockRV, ExprRV, LoopRV
+from tir.schedule.trace import Instruction, Trace
+from tir.schedule.tree import TreeIndex
+
+
+class ScheduleBase:
+    """State, handle resolution and trace recording shared by every primitive family."""
+
+    def __init__(
+        self, func_or_mod: PrimFunc | IRModule, seed: int | None = None, debug: bool = False, func_name: str | None = None
+    ) -> None:
+        if isinstance(func_or_mod, IRModule):
+            names = list(func_or_mod.functions)
+            if func_name is None:
+                if len(names) != 1:
+                    raise ValueError(f"the module has functions {names}; pass func_name= to pick one")
+                func_name = names[0]
+            func = func_or_mod.functions[func_name]
+        elif isinstance(func_or_mod, PrimFunc):
+            func = func_or_mod
+        else:
+            raise TypeError(f"Schedule needs a PrimFunc or an IRModule, got {type(func_or_mod).__name__}")
+        if not isinstance(func.body, BlockRealize):
+            raise ValueError(f"function {func.name!r} has no root block; schedule programs before lowering them")
+        self._func = func
+        self._index: TreeIndex | None = None
+        self.seed = seed
+        self.rng = random.Random(seed)
+        self.debug = debug
+        self.trace = Trace()
+        self._rv_counter = 0
+
+    # ---------------------------------------------------------------- program
+
+    @property
+    def func(self) -> PrimFunc:
+        """The current program."""
+        return self._func
+
+    @property
+    def mod(self) -> IRModule:
+        """The current program as a one-function module."""
+        return IRModule({self._func.name: self._func})
+
+    def show(self) -> None:
+        print(self._func.script())
+
+    def copy(self) -> Schedule:
+        """An independent schedule with the same program, trace and random state."""
+        other = object.__new__(type(self))
+        other.__dict__.update(self.__dict__)
+        other.trace = self.trace.copy()
+        other.rng = random.Random()
+        other.rng.setstate(self.rng.getstate())
+        return other  # type: ignore[return-value]
+
+    @property
+    def index(self) -> TreeIndex:
+        if self._index is None or self._index.func is not self._func:
+            self._index = TreeIndex(self._func)
+        return self._index
+
+    def _set_func(self, func: PrimFunc, primitive: str) -> None:
+        if func is self._func:
+            return
+        self._func = func
+        self._index = None
+        if self.debug:
+            self._verify(primitive)
+
+    def _verify(self, primitive: str) -> None:
+        try:
+            from tir.analysis import verify  # type: ignore[attr-defined]
+        except ImportError:
+            return
+        problems = verify(self._func)
+        if problems:
+            raise ScheduleError(
+                primitive, f"function {self._func.name!r}", "the result fails validation: " + "; ".join(map(str, problems))
+            )
+
+    # ---------------------------------------------------------------- handles
+
+    def _new_rv(self, rv: Any) -> Any:
+        prefix = "b" if isinstance(rv, BlockRV) else "l" if isinstance(rv, LoopRV) else "v"
+        rv.rv_name = f"{prefix}{self._rv_counter}"
+        self._rv_counter += 1
+        return rv
+
+    def block_rv(self, name: str) -> BlockRV:
+        return self._new_rv(BlockRV(name))
+
+    def loop_rv(self, var: Var) -> LoopRV:
+        return self._new_rv(LoopRV(var))
+
+    def expr_rv(self, value: int) -> ExprRV:
+        return self._new_rv(ExprRV(int(value)))
+
+    def resolve_block(self, block: BlockRV | str, primitive: str) -> BlockRealize:
+        """The realize of the block a handle names, or a ScheduleError saying it is gone."""
+        name = block if isinstance(block, str) else getattr(block, "block_name", None)
+        if name is None:
+            raise ScheduleError(primitive, repr(block), "expected a block handle (BlockRV)")
+        realize = self.index.blocks.get(name)
+        if realize is None:
+            raise ScheduleError(
+                primitive, f"block {name!r}", "no such block in the current program (removed or renamed by an earlier step?)"
+            )
+        return realize
+
+    def resolve_loop(self, loop: LoopRV, primitive: str) -> For:
+        """The loop a handle names, or a ScheduleError saying it is gone."""
+        if not isinstance(loop, LoopRV):
+            raise ScheduleError(primitive, repr(loop), "expected a loop handle (LoopRV)")
+        found = self.index.loops.get(id(loop.loop_var))
+        if found is None:
+            raise ScheduleError(
+                primitive,
+                f"loop {loop.loop_var.name}",
+                "no such loop in the current program (an earlier split, fuse or inline replaced it)",
+            )
+        return found
+
+    def resolve_int(self, value: int | ExprRV, primitive: str) -> int:
+        if isinstance(value, ExprRV):
+            return value.value
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ScheduleError(primitive, repr(value), "expected an integer or a sampled ExprRV")
+        return value
+
+    # ---------------------------------------------------------------- trace
+
+    def _record(
+        self,
+        kind: str,
+        args: Sequence[Any],
+        kwargs: dict[str, Any] | None = None,
+        outputs: Sequence[Any] | Any = (),
+        decision: Any = None,
+    ) -> None:
+        output_is_list = isinstance(outputs, (list, tuple))
+        outs = tuple(outputs) if output_is_list else (outputs,)
+        self.trace.append(Instruction(kind, tuple(args), dict(kwargs or {}), outs, output_is_list, decision))
+
+    def _apply(
+        self, kind: str, args: Sequence[Any], kwargs: dict[str, Any], transform: Callable[[PrimFunc], Any]
+    ) -> Any:
+        """Run a pure transformation ``func -> func`` or ``func -> (func, outputs)`` and record it.
+
+        ``outputs`` are wrapped into handles: Var -> LoopRV, str -> BlockRV, int -> ExprRV.
+        """
+        result = transform(self._func)
+        if isinstance(result, tuple):
+            func, raw_outputs = result
+        else:
+            func, raw_outputs = result, None
+        self._set_func(func, kind)
+        outputs = self._wrap(raw_outputs)
+        self._record(kind, args, kwargs, outputs if outputs is not None else ())
+        return outputs
+
+    def _wrap(self, raw: Any) -> Any:
+        if raw is None:
+            return None
+        if isinstance(raw, (list, tuple)):
+            return [self._wrap(item) for item in raw]
+        if isinstance(raw, Var):
+            return self.loop_rv(raw)
+        if isinstance(raw, str):
+            return self.block_rv(raw)
+        if isinstance(raw, int):
+            return self.expr_rv(raw)
+        raise TypeError(f"cannot make a handle of {type(raw).__name__}")
+
+    # ---------------------------------------------------------------- queries
+
+    def get_block(self, name: str) -> BlockRV:
+        """The block named ``name``."""
+        self.resolve_block(name, "get_block")
+        rv = self.block_rv(name)
+        self._record("get_block", (name,), {}, rv)
+        return rv
+
+    def get_loops(self, block: BlockRV) -> list[LoopRV]:
+        """The loops around ``block`` up to its enclosing block, outermost first."""
+        realize = self.resolve_block(block, "get_loops")
+        rvs = [self.loop_rv(loop.loop_var) for loop in self.index.loops_above(realize)]
+        self._record("get_loops", (block,), {}, rvs)
+        return rvs
+
+    def get_child_blocks(self, block_or_loop: BlockRV | LoopRV) -> list[BlockRV]:
+        """Blocks directly under a block's body or a loop (not inside another block)."""
+        if isinstance(block_or_loop, LoopRV):
+            stmt: Stmt = self.resolve_loop(block_or_loop, "get_child_blocks")
+        else:
+            stmt = self.resolve_block(block_or_loop, "get_child_blocks")
+        rvs = [self.block_rv(r.block.name) for r in self.index.child_blocks(stmt)]
+        self._record("get_child_blocks", (block_or_loop,), {}, rvs)
+        return rvs
+
+    def get_producers(self, block: BlockRV) -> list[BlockRV]:
+        """Blocks of the same scope, before ``block``, that write a buffer ``block`` reads."""
+        names = self._neighbours(block, "get_producers", producers=True)
+        rvs = [self.block_rv(name) for name in names]
+        self._record("get_producers", (block,), {}, rvs)
+        return rvs
+
+    def get_consumers(self, block: BlockRV) -> list[BlockRV]:
+        """Blocks of the same scope, after ``block``, that read a buffer ``block`` writes."""
+        names = self._neighbours(block, "get_consumers", producers=False)
+        rvs = [self.block_rv(name) for name in names]
+        self._record("get_consumers", (block,), {}, rvs)
+        return rvs
+
+    def _neighbours(self, block: BlockRV, primitive: str, producers: bool) -> list[str]:
+        realize = self.resolve_block(block, primitive)
+        scope = self.index.scope_block(realize)
+        if scope is None:
+            return []
+        siblings = self.index.child_blocks(scope)
+        position = next(i for i, r in enumerate(siblings) if r is realize)
+        mine = realize.block
+        found = []
+        if producers:
+            wanted = {id(region.buffer) for region in mine.reads}
+            for other in siblings[:position]:
+                if any(id(region.buffer) in wanted for region in other.block.writes):
+                    found.append(other.block.name)
+        else:
+            wanted = {id(region.buffer) for region in mine.writes}
+            for other in siblings[position + 1 :]:
+                if any(id(region.buffer) in wanted for region in other.block.reads):
+                    found.append(other.block.name)
+        return found
+
+    def get_block_node(self, block: BlockRV) -> Block:
+        """The current ``Block`` node a handle names (for inspection)."""
+        return self.resolve_block(block, "get_block_node").block
+
+    def get_loop_node(self, loop: LoopRV) -> For:
+        """The current ``For`` node a handle names (for inspection)."""
+        return self.resolve_loop(loop, "get_loop_node")
+
+
+from tir.schedule.primitives import PrimitiveMixins  # noqa: E402  (mixins use ScheduleBase)
+
+
+class Schedule(PrimitiveMixins, ScheduleBase):
+    """A program under transformation. See the module docstring, and each method's docstring
+    for the program before and after."""
