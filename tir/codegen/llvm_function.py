@@ -509,7 +509,11 @@ class FunctionCodegen:
     def _binary(self, expr: PrimExpr, int_op: str, float_op: str) -> ir.Value:
         a, b = self.expr(expr.a), self.expr(expr.b)  # type: ignore[attr-defined]
         if expr.dtype.is_float:
-            return self._float_result(expr.dtype, getattr(self.builder, float_op)(a, b))
+            # float32/float64 `a * b + c` may be contracted into one fused multiply-add (one
+            # rounding instead of two), as C compilers do by default; docs/lowering.md says so.
+            # Half types keep a rounding per operation.
+            flags = ("contract",) if expr.dtype.bits >= 32 and float_op in ("fadd", "fsub", "fmul") else ()
+            return self._float_result(expr.dtype, getattr(self.builder, float_op)(a, b, flags=flags))
         result = getattr(self.builder, int_op)(a, b)
         if self._nsw and expr.dtype.is_int and int_op in ("add", "sub", "mul") and isinstance(result, ir.Instruction):
             result.flags.append("nsw")
