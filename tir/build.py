@@ -39,8 +39,15 @@ def build(
         raise TypeError(f"tir.build needs a PrimFunc or an IRModule, got {type(func_or_mod).__name__}")
     if not resolved.is_cpu:
         raise ValueError(f"tir.build supports CPU (llvm) targets here; got {resolved.text!r}")
-    lowered = lower(func_or_mod, resolved)
-    ir_text = codegen_llvm(lowered, resolved)
+    from tir.codegen import CodegenError
+    from tir.transform._common import LoweringError
+
+    try:
+        lowered = lower(func_or_mod, resolved)
+        ir_text = codegen_llvm(lowered, resolved)
+    except (LoweringError, CodegenError) as error:
+        # The message names the construct at fault; the compiler's own frames would bury it.
+        raise error.with_traceback(None) from None
     if resolved.isa == "aarch64" and resolved.isa != Target.host().isa:
         from tir.runtime.aarch64 import build_aarch64_module
 

@@ -170,3 +170,20 @@ def test_parallel_body_with_a_per_thread_allocation() -> None:
     m(a, got)
     np.testing.assert_array_equal(got, expected)
     assert "GOMP_parallel" in m.get_source("ll")
+
+
+def test_scratch_buffer_shared_by_parallel_iterations_is_refused() -> None:
+    from tir.transform._common import LoweringError
+
+    @T.script
+    def racy(A: T.Buffer((4, 16), "float32"), B: T.Buffer((4, 16), "float32")):
+        S = T.alloc_buffer((16,), "float32")
+        for j in range(16):
+            S[j] = 0.0
+        for i in T.parallel(4):
+            for j in range(16):
+                S[j] = S[j] + A[i, j]  # accumulates across iterations: they would race on S
+                B[i, j] = S[j]
+
+    with pytest.raises(LoweringError, match="every iteration of the parallel loop 'i' writes the same elements of 'S'"):
+        tir.build(racy)

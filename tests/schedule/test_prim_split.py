@@ -58,3 +58,11 @@ def test_split_rejects_bad_factors(factors: list, message: str) -> None:
     with pytest.raises(ScheduleError, match=message):
         sch.split(i, factors)
     assert tir.structural_equal(sch.func, scale)  # a refused primitive changes nothing
+
+
+def test_split_refuses_a_parallel_loop() -> None:
+    sch = Schedule(scale)
+    i, _ = sch.get_loops(sch.get_block("B"))
+    sch.parallel(i)
+    with pytest.raises(ScheduleError, match="only a serial loop without annotations can be split"):
+        sch.split(i, [10, 10])

@@ -51,7 +51,7 @@ from tir.ir.expr import (
     Var,
 )
 from tir.ir.function import IRModule, PrimFunc
-from tir.ir.functor import IRVisitor
+from tir.ir.functor import IRVisitor, post_order_visit
 from tir.ir.node import Node
 from tir.ir.ops import get_op
 from tir.ir.stmt import (
@@ -594,7 +594,10 @@ class ScriptPrinter:
     def print_for(self, stmt: For) -> None:
         loops = [stmt]
         while self.is_grid_loop(loops[-1]) and self.is_grid_loop(loops[-1].body):
-            loops.append(loops[-1].body)  # type: ignore[arg-type]
+            inner: For = loops[-1].body  # type: ignore[assignment]
+            if _uses_loop_var(inner.extent, loops):
+                break  # T.grid extents cannot name the grid's own variables
+            loops.append(inner)
         if len(loops) > 1:
             extents = ", ".join(self.expr(loop.extent) for loop in loops)
             self.namer.push()
@@ -724,3 +727,16 @@ def stmt_to_str(stmt: Stmt) -> str:
     printer = ScriptPrinter()
     printer.stmt(stmt)
     return printer.text()
+
+
+def _uses_loop_var(expr: PrimExpr, loops: list[For]) -> bool:
+    wanted = {id(loop.loop_var) for loop in loops}
+    found = False
+
+    def visit(node: Any) -> None:
+        nonlocal found
+        if isinstance(node, Var) and id(node) in wanted:
+            found = True
+
+    post_order_visit(expr, visit)
+    return found

@@ -12,8 +12,9 @@ loop, nor into a thread-bound loop unless the buffer's scope lives there (``thre
 There the buffer shrinks to the region its accesses touch (relaxed over the loops inside the
 new position): a dimension whose region has a constant extent, or an extent bounded by a
 constant, shrinks to it and its indices are shifted by the region's start; a dimension that
-cannot be bounded, or whose region start reads memory, keeps its size. Buffers with explicit
-strides or an element offset move but keep their layout. Before::
+cannot be bounded, or whose region start reads memory, keeps its size. A buffer with explicit
+strides shrinks its shape but keeps its strides (so the padding ``storage_align`` asked for
+stays); one with an element offset moves but keeps its layout. Before::
 
     C = T.allocate((16, 16), "float32")
     for i in range(16):
@@ -353,7 +354,7 @@ class _Placer:
 
     def allocate(self, stmt: Stmt) -> Stmt:
         buffer = self.buffer
-        if buffer.strides or buffer.elem_offset is not None:
+        if buffer.elem_offset is not None:
             return self.alloc.replace(body=stmt)
         region = _touched_region(stmt, buffer)
         assert region is not None

@@ -39,6 +39,7 @@ from tir.ir import (
     Allocate,
     Buffer,
     BufferLoad,
+    BufferStore,
     Call,
     DataType,
     Evaluate,
@@ -125,6 +126,7 @@ class _Outliner(IRMutator):
     def outline(self, loop: For) -> Stmt:
         body = _Serialize().visit(loop.body)
         buffers, variables = _captured(body, loop.loop_var)
+        _check_no_shared_writes(body, loop, buffers)
         name = self.fresh_name()
         begin = Var("begin", loop.loop_var.dtype)
         end = Var("end", loop.loop_var.dtype)
@@ -136,6 +138,62 @@ class _Outliner(IRMutator):
         captured = [_address_of(buffer) for buffer in buffers] + list(variables)
         launch = Call(DataType("int", 32), LAUNCH_OP, (StringImm(name), loop.min, loop.extent, *captured))
         return Evaluate(launch, span=loop.span)
+
+
+def _check_no_shared_writes(body: Stmt, loop: For, captured: list[Buffer]) -> None:
+    """Refuse a parallel loop whose iterations all write the same elements of an outside buffer.
+
+    A store into a buffer allocated outside the loop (or a parameter) whose index does not
+    depend on the loop variable is written by every thread: a data race. The usual cause is a
+    scratch buffer whose allocation was left above the parallel loop.
+    """
+    from tir.transform._common import LoweringError
+
+    outside = set(captured)
+    dependent: set[Var] = {loop.loop_var}
+    problems: list[str] = []
+
+    def uses_dependent(expr: object) -> bool:
+        found = False
+
+        def look(node: object) -> None:
+            nonlocal found
+            if isinstance(node, Var) and node in dependent:
+                found = True
+
+        post_order_visit(expr, look)  # type: ignore[arg-type]
+        return found
+
+    def walk(node: object) -> None:
+        if isinstance(node, LetStmt) and uses_dependent(node.value):
+            dependent.add(node.var)
+        if isinstance(node, BufferStore) and node.buffer in outside:
+            if not any(uses_dependent(index) for index in node.indices) and node.buffer.name not in problems:
+                problems.append(node.buffer.name)
+
+    _walk_pre_order(body, walk)
+    if problems:
+        names = ", ".join(repr(name) for name in problems)
+        raise LoweringError(
+            f"lower_parallel: every iteration of the parallel loop {loop.loop_var.name!r} writes the same "
+            f"elements of {names}, which live outside the loop: the threads would race. Allocate the "
+            "buffer inside the loop (compute_at the block that writes it) or keep the loop serial."
+        )
+
+
+def _walk_pre_order(stmt: object, callback: Any) -> None:
+    from tir.ir import Stmt as _Stmt
+
+    callback(stmt)
+    if isinstance(stmt, _Stmt):
+        for name in type(stmt).child_fields():
+            value = getattr(stmt, name)
+            if isinstance(value, _Stmt):
+                _walk_pre_order(value, callback)
+            elif isinstance(value, tuple):
+                for item in value:
+                    if isinstance(item, _Stmt):
+                        _walk_pre_order(item, callback)
 
 
 def _address_of(buffer: Buffer) -> Call:

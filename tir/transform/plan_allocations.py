@@ -18,7 +18,7 @@ After::
 
 from __future__ import annotations
 
-from tir.ir import Allocate, Buffer, IRMutator, PrimFunc, Stmt
+from tir.ir import Allocate, Buffer, IntImm, IRMutator, PrimFunc, Stmt
 
 __all__ = ["STACK_LIMIT_BYTES", "buffer_bytes", "plan_allocations"]
 
@@ -27,13 +27,20 @@ STACK_LIMIT_BYTES = 64 * 1024
 
 
 def buffer_bytes(buffer: Buffer) -> int | None:
-    """The buffer's size in bytes, or None when a dimension is symbolic."""
+    """The buffer's size in bytes (what its explicit strides span, when it has them), or None
+    when a dimension or stride is symbolic."""
     shape = buffer.const_shape()
     if shape is None:
         return None
-    count = 1
-    for extent in shape:
-        count *= extent
+    if buffer.strides:
+        if not all(isinstance(stride, IntImm) for stride in buffer.strides):
+            return None
+        strides = [stride.value for stride in buffer.strides]  # type: ignore[attr-defined]
+        count = 1 + sum((extent - 1) * stride for extent, stride in zip(shape, strides)) if all(shape) else 0
+    else:
+        count = 1
+        for extent in shape:
+            count *= extent
     return count * ((buffer.dtype.bits * buffer.dtype.lanes + 7) // 8)
 
 

@@ -1,7 +1,410 @@
-"""Schedule primitives: parallel, vectorize, unroll, bind, annotate, unannotate."""
+"""Schedule primitives: parallel, vectorize, unroll, bind, annotate, unannotate.
+
+A loop's kind says how lowering and the backends run it: ``parallel`` loops are outlined and
+run on OpenMP threads (``lower_parallel``), ``vectorized`` loops become vector code
+(``vectorize_loops``; a loop it cannot express exactly stays serial), ``unroll`` loops are
+replicated (``unroll_loops``; large ones keep a ``pragma_unroll`` hint), thread-bound loops
+are for GPU targets (the interpreter runs them one thread after another; the LLVM CPU backend
+refuses them). Annotations are free-form key/value hints on loops and blocks.
+
+Changing a loop's kind to parallel, vectorized or thread-bound lets its iterations run at the
+same time, so those primitives check first that they are independent (see
+``_loops_util``): no block under the loop binds a reduction or opaque iterator to the loop,
+and blocks under the loop that share a buffer touch disjoint parts of it per iteration.
+"""
 
 from __future__ import annotations
+
+from typing import Any
+
+from tir.ir import THREAD_TAGS, BlockRealize, For, ForKind, IntImm, IterKind, PrimFunc, Stmt, Var
+from tir.schedule.errors import ScheduleError
+from tir.schedule.handles import BlockRV, LoopRV
+from tir.schedule.primitives._common import doc_from, loop_target
+from tir.schedule.primitives._loops_util import (
+    check_disjoint_footprints,
+    check_distinct_instances,
+    check_iterator_kinds,
+    collect_block_sites,
+    loop_header,
+)
+from tir.schedule.tree import TreeIndex, child_stmts, replace_stmt
+
+_VERB = {
+    ForKind.PARALLEL: "parallelized",
+    ForKind.VECTORIZED: "vectorized",
+    ForKind.THREAD_BINDING: "bound to threads",
+}
+
+
+def _find_loop(index: TreeIndex, loop_var: Var, primitive: str) -> For:
+    loop = index.loops.get(id(loop_var))
+    if loop is None:
+        raise ScheduleError(primitive, f"loop {loop_var.name}", "no such loop")
+    return loop
+
+
+def _describe(loop: For) -> str:
+    return f"bound to {loop.thread_tag}" if loop.kind is ForKind.THREAD_BINDING else loop.kind.value
+
+
+def _check_kind(loop: For, kind: ForKind, thread_tag: str | None, primitive: str) -> bool:
+    """True when the loop already has the kind (the primitive changes nothing); refuses any
+    kind but serial otherwise."""
+    if loop.kind is kind and loop.thread_tag == thread_tag:
+        return True
+    if loop.kind is not ForKind.SERIAL:
+        raise ScheduleError(
+            primitive,
+            loop_target(loop),
+            f"only a serial loop can be changed; this loop is {_describe(loop)}",
+            loop_header(loop),
+        )
+    return False
+
+
+def _check_independent(index: TreeIndex, loop: For, kind: ForKind, primitive: str) -> None:
+    """Iterations of ``loop`` may run at the same time (see the module docstring)."""
+    verb = _VERB[kind]
+    target = loop_target(loop)
+    sites = collect_block_sites(
+        loop.body,
+        [loop.loop_var],
+        primitive,
+        target,
+        f"a statement outside every block sits under the loop; without a block nothing says its iterations "
+        f"may be {verb}",
+    )
+    names = {IterKind.REDUCE: "a reduction iterator", IterKind.OPAQUE: "an opaque iterator"}
+    check_iterator_kinds(
+        sites,
+        [loop.loop_var],
+        frozenset({IterKind.SPATIAL}),
+        primitive,
+        target,
+        lambda iter_kind: f"{names[iter_kind]} cannot be {verb}: it is bound to this loop",
+    )
+    what = {ForKind.PARALLEL: "parallelize", ForKind.VECTORIZED: "vectorize", ForKind.THREAD_BINDING: "bind"}[kind]
+    check_distinct_instances(sites, [loop], primitive, target, f"{what} the loop")
+    check_disjoint_footprints(sites, [loop], primitive, target, f"{what} the loop")
+
+
+def _set_kind(func: PrimFunc, index: TreeIndex, loop: For, kind: ForKind, thread_tag: str | None = None) -> PrimFunc:
+    return replace_stmt(index, loop, loop.replace(kind=kind, thread_tag=thread_tag))
+
+
+def parallel(func: PrimFunc, loop_var: Var) -> PrimFunc:
+    """Make a loop parallel: lowering outlines it and runs chunks of it on OpenMP threads.
+
+    Preconditions: the loop is serial (or already parallel: nothing changes); no loop above or
+    below it is parallel (nested parallelism is refused); no block under it binds a reduction
+    or opaque iterator to it; no statement under it is outside every block; blocks under it
+    that share a buffer one of them writes touch disjoint parts of it in different iterations.
+
+    Before (``parallel(i)``)::
+
+        for i, j in T.grid(100, 8):
+            with T.block("B"):
+                vi, vj = T.remap("SS", i, j)
+                B[vi, vj] = A[vi, vj] * 2.0
+
+    After::
+
+        for i in T.parallel(100):
+            for j in range(8):
+                with T.block("B"):
+                    vi, vj = T.remap("SS", i, j)
+                    B[vi, vj] = A[vi, vj] * 2.0
+    """
+    index = TreeIndex(func)
+    loop = _find_loop(index, loop_var, "parallel")
+    if _check_kind(loop, ForKind.PARALLEL, None, "parallel"):
+        return func
+    for node in index.ancestors(loop):
+        if isinstance(node, For) and node.kind is ForKind.PARALLEL:
+            raise ScheduleError(
+                "parallel",
+                loop_target(loop),
+                f"nested parallelism: loop {node.loop_var.name} above it is already parallel",
+                loop_header(node),
+            )
+    inner = _find_kind(loop.body, ForKind.PARALLEL)
+    if inner is not None:
+        raise ScheduleError(
+            "parallel",
+            loop_target(loop),
+            f"nested parallelism: loop {inner.loop_var.name} below it is already parallel",
+            loop_header(inner),
+        )
+    _check_independent(index, loop, ForKind.PARALLEL, "parallel")
+    return _set_kind(func, index, loop, ForKind.PARALLEL)
+
+
+def _find_kind(stmt: Stmt, kind: ForKind, thread_tag: str | None = None) -> For | None:
+    """The first loop of ``kind`` (and tag) in ``stmt``, across block boundaries."""
+    if isinstance(stmt, For) and stmt.kind is kind and (thread_tag is None or stmt.thread_tag == thread_tag):
+        return stmt
+    children = child_stmts(stmt)
+    if isinstance(stmt, BlockRealize):
+        children = [stmt.block]
+    for child in children:
+        found = _find_kind(child, kind, thread_tag)
+        if found is not None:
+            return found
+    return None
+
+
+def vectorize(func: PrimFunc, loop_var: Var) -> PrimFunc:
+    """Make a loop vectorized: lowering turns its body into vector operations of ``extent``
+    lanes (a body it cannot express exactly stays a serial loop, still correct).
+
+    Preconditions: the loop is serial (or already vectorized: nothing changes); its extent is
+    a constant; no block under it binds a reduction or opaque iterator to it; no statement
+    under it is outside every block; blocks under it that share a buffer one of them writes
+    touch disjoint parts of it in different iterations.
+
+    Before (``vectorize(j)``)::
+
+        for i, j in T.grid(100, 8):
+            with T.block("B"):
+                vi, vj = T.remap("SS", i, j)
+                B[vi, vj] = A[vi, vj] * 2.0
+
+    After::
+
+        for i in range(100):
+            for j in T.vectorized(8):
+                with T.block("B"):
+                    vi, vj = T.remap("SS", i, j)
+                    B[vi, vj] = A[vi, vj] * 2.0
+    """
+    index = TreeIndex(func)
+    loop = _find_loop(index, loop_var, "vectorize")
+    if _check_kind(loop, ForKind.VECTORIZED, None, "vectorize"):
+        return func
+    if not isinstance(loop.extent, IntImm):
+        raise ScheduleError(
+            "vectorize", loop_target(loop), f"the extent must be a constant, got {loop.extent}", loop_header(loop)
+        )
+    _check_independent(index, loop, ForKind.VECTORIZED, "vectorize")
+    return _set_kind(func, index, loop, ForKind.VECTORIZED)
+
+
+def unroll(func: PrimFunc, loop_var: Var) -> PrimFunc:
+    """Mark a loop for unrolling: lowering replaces it by copies of its body when it is small
+    (constant extent up to 64, 1024 statements), and keeps it as a serial loop with a
+    ``pragma_unroll`` hint otherwise. The iterations keep their order, so any block may be
+    under it.
+
+    Precondition: the loop is serial (or already unrolled: nothing changes).
+
+    Before (``unroll(j)``)::
+
+        for i, j in T.grid(100, 8):
+            with T.block("B"):
+                vi, vj = T.remap("SS", i, j)
+                B[vi, vj] = A[vi, vj] * 2.0
+
+    After::
+
+        for i in range(100):
+            for j in T.unroll(8):
+                with T.block("B"):
+                    vi, vj = T.remap("SS", i, j)
+                    B[vi, vj] = A[vi, vj] * 2.0
+    """
+    index = TreeIndex(func)
+    loop = _find_loop(index, loop_var, "unroll")
+    if _check_kind(loop, ForKind.UNROLLED, None, "unroll"):
+        return func
+    return _set_kind(func, index, loop, ForKind.UNROLLED)
+
+
+def bind(func: PrimFunc, loop_var: Var, thread_axis: str) -> PrimFunc:
+    """Bind a loop to a GPU thread axis (``blockIdx.x``, ``threadIdx.y``, ``vthread.z``, ...):
+    each iteration runs on its own thread. Only GPU targets run such loops; the interpreter
+    runs the threads one after another.
+
+    Preconditions: ``thread_axis`` is one of ``tir.ir.stmt.THREAD_TAGS``; the loop is serial
+    (or already bound to that axis: nothing changes); no loop above or below it is bound to the
+    same axis; no block under it binds a reduction or opaque iterator to it (cross-thread
+    reductions are not supported); no statement under it is outside every block; blocks under
+    it that share a buffer one of them writes touch disjoint parts of it in different iterations.
+
+    Before (``bind(i, "blockIdx.x")``, ``bind(j, "threadIdx.x")``)::
+
+        for i, j in T.grid(100, 8):
+            with T.block("B"):
+                vi, vj = T.remap("SS", i, j)
+                B[vi, vj] = A[vi, vj] * 2.0
+
+    After::
+
+        for i in T.thread_binding(100, thread="blockIdx.x"):
+            for j in T.thread_binding(8, thread="threadIdx.x"):
+                with T.block("B"):
+                    vi, vj = T.remap("SS", i, j)
+                    B[vi, vj] = A[vi, vj] * 2.0
+    """
+    index = TreeIndex(func)
+    loop = _find_loop(index, loop_var, "bind")
+    if thread_axis not in THREAD_TAGS:
+        raise ScheduleError(
+            "bind", loop_target(loop), f"unknown thread axis {thread_axis!r}; expected one of {list(THREAD_TAGS)}"
+        )
+    if _check_kind(loop, ForKind.THREAD_BINDING, thread_axis, "bind"):
+        return func
+    above = [n for n in index.ancestors(loop) if isinstance(n, For) and n.thread_tag == thread_axis]
+    below = _find_kind(loop.body, ForKind.THREAD_BINDING, thread_axis)
+    for other, where in ((above[0] if above else None, "above"), (below, "below")):
+        if other is not None:
+            raise ScheduleError(
+                "bind",
+                loop_target(loop),
+                f"loop {other.loop_var.name} {where} it is already bound to {thread_axis}",
+                loop_header(other),
+            )
+    _check_independent(index, loop, ForKind.THREAD_BINDING, "bind")
+    return _set_kind(func, index, loop, ForKind.THREAD_BINDING, thread_axis)
+
+
+# ---------------------------------------------------------------- annotations
+
+_SCALARS = (bool, int, float, str)
+
+
+def _check_annotation(primitive: str, target: str, key: Any, value: Any) -> None:
+    if not isinstance(key, str) or not key:
+        raise ScheduleError(primitive, target, f"the annotation key must be a non-empty string, got {key!r}")
+    if isinstance(value, list):
+        if all(isinstance(item, _SCALARS) for item in value):
+            return
+    elif isinstance(value, _SCALARS):
+        return
+    raise ScheduleError(
+        primitive,
+        target,
+        f"an annotation value must be an int, float, str, bool or a list of those, got {value!r}",
+    )
+
+
+def _annotated_stmt(index: TreeIndex, target: str | Var, primitive: str) -> tuple[For | BlockRealize, str]:
+    if isinstance(target, Var):
+        loop = _find_loop(index, target, primitive)
+        return loop, loop_target(loop)
+    realize = index.blocks.get(target)
+    if realize is None:
+        raise ScheduleError(primitive, f"block {target!r}", "no such block")
+    return realize, f"block {target!r}"
+
+
+def _with_annotations(index: TreeIndex, stmt: For | BlockRealize, annotations: dict[str, Any]) -> PrimFunc:
+    if isinstance(stmt, For):
+        return replace_stmt(index, stmt, stmt.replace(annotations=annotations))
+    return replace_stmt(index, stmt, stmt.replace(block=stmt.block.replace(annotations=annotations)))
+
+
+def annotate(func: PrimFunc, target: str | Var, key: str, value: Any) -> PrimFunc:
+    """Set the annotation ``key`` of a loop (by loop variable) or a block (by name) to ``value``
+    (an int, float, str, bool or a list of those), replacing an earlier value of that key.
+
+    Before (``annotate(j, "pragma_auto_unroll_max_step", 16)``)::
+
+        for i, j in T.grid(100, 8):
+            with T.block("B"):
+                vi, vj = T.remap("SS", i, j)
+                B[vi, vj] = A[vi, vj] * 2.0
+
+    After::
+
+        for i in range(100):
+            for j in T.serial(8, annotations={"pragma_auto_unroll_max_step": 16}):
+                with T.block("B"):
+                    vi, vj = T.remap("SS", i, j)
+                    B[vi, vj] = A[vi, vj] * 2.0
+
+    On a block the annotation is printed as ``T.block_attr({...})``.
+    """
+    index = TreeIndex(func)
+    stmt, where = _annotated_stmt(index, target, "annotate")
+    _check_annotation("annotate", where, key, value)
+    current = stmt.annotations if isinstance(stmt, For) else stmt.block.annotations
+    stored = list(value) if isinstance(value, list) else value
+    return _with_annotations(index, stmt, {**current, key: stored})
+
+
+def unannotate(func: PrimFunc, target: str | Var, key: str) -> PrimFunc:
+    """Remove the annotation ``key`` of a loop (by loop variable) or a block (by name).
+
+    Precondition: the loop or block has that annotation.
+
+    Before (``unannotate(block "B", "schedule_rule")``)::
+
+        for i in range(100):
+            with T.block("B"):
+                vi = T.remap("S", i)
+                T.block_attr({"schedule_rule": "none"})
+                B[vi] = A[vi] * 2.0
+
+    After::
+
+        for i in range(100):
+            with T.block("B"):
+                vi = T.remap("S", i)
+                B[vi] = A[vi] * 2.0
+    """
+    index = TreeIndex(func)
+    stmt, where = _annotated_stmt(index, target, "unannotate")
+    current = stmt.annotations if isinstance(stmt, For) else stmt.block.annotations
+    if key not in current:
+        raise ScheduleError("unannotate", where, f"there is no annotation {key!r} (it has {sorted(current)})")
+    return _with_annotations(index, stmt, {k: v for k, v in current.items() if k != key})
 
 
 class AnnotationPrimitives:
     """Schedule methods for parallel, vectorize, unroll, bind, annotate, unannotate."""
+
+    @doc_from(parallel)
+    def parallel(self, loop: LoopRV) -> None:  # type: ignore[misc]
+        node = self.resolve_loop(loop, "parallel")  # type: ignore[attr-defined]
+        self._apply("parallel", (loop,), {}, lambda func: parallel(func, node.loop_var))  # type: ignore[attr-defined]
+
+    @doc_from(vectorize)
+    def vectorize(self, loop: LoopRV) -> None:  # type: ignore[misc]
+        node = self.resolve_loop(loop, "vectorize")  # type: ignore[attr-defined]
+        self._apply("vectorize", (loop,), {}, lambda func: vectorize(func, node.loop_var))  # type: ignore[attr-defined]
+
+    @doc_from(unroll)
+    def unroll(self, loop: LoopRV) -> None:  # type: ignore[misc]
+        node = self.resolve_loop(loop, "unroll")  # type: ignore[attr-defined]
+        self._apply("unroll", (loop,), {}, lambda func: unroll(func, node.loop_var))  # type: ignore[attr-defined]
+
+    @doc_from(bind)
+    def bind(self, loop: LoopRV, thread_axis: str) -> None:  # type: ignore[misc]
+        node = self.resolve_loop(loop, "bind")  # type: ignore[attr-defined]
+        self._apply(  # type: ignore[attr-defined]
+            "bind", (loop,), {"thread_axis": thread_axis}, lambda func: bind(func, node.loop_var, thread_axis)
+        )
+
+    @doc_from(annotate)
+    def annotate(self, block_or_loop: BlockRV | LoopRV, ann_key: str, ann_val: Any) -> None:  # type: ignore[misc]
+        target = self._annotation_target(block_or_loop, "annotate")
+        ann_val = list(ann_val) if isinstance(ann_val, list) else ann_val  # the trace keeps its own copy
+        self._apply(  # type: ignore[attr-defined]
+            "annotate",
+            (block_or_loop,),
+            {"ann_key": ann_key, "ann_val": ann_val},
+            lambda func: annotate(func, target, ann_key, ann_val),
+        )
+
+    @doc_from(unannotate)
+    def unannotate(self, block_or_loop: BlockRV | LoopRV, ann_key: str) -> None:  # type: ignore[misc]
+        target = self._annotation_target(block_or_loop, "unannotate")
+        self._apply(  # type: ignore[attr-defined]
+            "unannotate", (block_or_loop,), {"ann_key": ann_key}, lambda func: unannotate(func, target, ann_key)
+        )
+
+    def _annotation_target(self, block_or_loop: BlockRV | LoopRV, primitive: str) -> str | Var:
+        if isinstance(block_or_loop, LoopRV):
+            return self.resolve_loop(block_or_loop, primitive).loop_var  # type: ignore[attr-defined,no-any-return]
+        return self.resolve_block(block_or_loop, primitive).block.name  # type: ignore[attr-defined,no-any-return]

@@ -1,7 +1,696 @@
-"""Schedule primitives: compute_at, reverse_compute_at."""
+"""Schedule primitives: compute_at, reverse_compute_at.
+
+Both move a block of one block scope under a loop of the same scope and regenerate its loops
+from a region analysis:
+
+- ``compute_at`` puts a producer at the start of the loop's body. At each iteration it
+  computes the region of its buffer that the consumers under the loop read in that iteration
+  (their read regions, relaxed over the loops inside the target loop; the target loop and the
+  loops around it stay symbolic), mapped back to the producer's iterators through its write
+  index.
+- ``reverse_compute_at`` puts a consumer at the end of the loop's body. At each iteration it
+  computes every instance whose read window of the produced buffer meets what the producers
+  under the loop wrote in that iteration. An instance is thus computed (again) at the last
+  iteration that writes one of its inputs, when all of them are final; an earlier computation
+  of it (a stencil window only partly written, a reduction loop as the target) is
+  overwritten then.
+
+Both recompute an instance when regions of two iterations overlap, which is why the moved
+block must be idempotent: spatial and not reading what it writes, or a reduction with
+``T.init`` (its reduction loops are regenerated whole inside the new loops, so a recomputed
+instance starts again from its init).
+
+The rules are conservative: the moved block must write (compute_at) or read
+(reverse_compute_at) its buffer at ``iterator + offset`` per dimension; reverse_compute_at
+takes one produced buffer only; a ``T.where`` must only bound iterators to their domains
+(expressed through one binding each). Coverage in reverse_compute_at is checked on the hull
+of the producers' writes, so a producer that leaves holes inside that hull is trusted to
+leave them unread.
+
+Regenerated loops are named ``ax0, ax1, ...``, one per block iterator in the block's iterator
+order; a loop of extent 1 is left out unless ``preserve_unit_loops``. A spatial iterator runs
+over ``region.min + ax``; where the region may leave the iterator's domain (or its extent is
+symbolic and only bounded), a ``T.where`` keeps the instances inside.
+"""
 
 from __future__ import annotations
+
+from dataclasses import dataclass
+
+from tir.arith import Analyzer, eval_interval, relax_range, union_regions
+from tir.ir import (
+    Block,
+    BlockRealize,
+    Buffer,
+    For,
+    ForKind,
+    IntImm,
+    PrimExpr,
+    PrimFunc,
+    Range,
+    Stmt,
+    Var,
+    const,
+    substitute,
+)
+from tir.ir.stmt import seq
+from tir.schedule.errors import ScheduleError
+from tir.schedule.handles import BlockRV, LoopRV
+from tir.schedule.primitives._common import block_target, doc_from
+from tir.schedule.primitives._location_util import (
+    blocks_in_order,
+    check_domain_predicate,
+    conjunction,
+    context_dom,
+    detachable_nest,
+    free_vars,
+    iter_kinds,
+    point_index_map,
+    reads_buffer,
+    region_point_indices,
+    writes_buffer,
+)
+from tir.schedule.tree import TreeIndex, child_stmts, replace_stmt
+
+# An iterator's new range: (min, extent), or None for its whole domain.
+IterRange = tuple[PrimExpr, PrimExpr] | None
+
+
+@dataclass
+class _Plan:
+    """Everything a checked compute_at / reverse_compute_at needs to rewrite the program."""
+
+    realize: BlockRealize
+    loop: For
+    nest: Stmt  # the block's current loop nest, to take out
+    ranges: list[IterRange]  # one per block iterator
+    outer_dom: dict[Var, Range]  # the target loop and every loop around it
+
+
+def compute_at(func: PrimFunc, block_name: str, loop_var: Var, preserve_unit_loops: bool = False) -> PrimFunc:
+    """Move a producer block under a loop of its consumers, computing at each iteration of the
+    loop exactly the region of its buffer that the consumers under the loop read there.
+
+    Preconditions (each refused with a ScheduleError, nothing changed):
+
+    - the loop is not inside the block, the block is not already under the loop, and both are
+      in the same block scope; the loop comes after the block in program order;
+    - the block writes exactly one buffer; that buffer is not a function parameter (every
+      element of an output must stay computed) and is read by no block outside the scope; no
+      other block of the scope writes it;
+    - the block has consumers in the scope and all of them are under the loop;
+    - no block between the block and the loop, and no block under the loop, writes a buffer
+      the block reads (it would read newer values once moved);
+    - the block is idempotent: spatial and not reading its buffer, or a reduction with
+      ``T.init``; it has no opaque iterator; its ``T.where`` (if any) only bounds iterators to
+      their domains;
+    - its write index is one iterator plus an offset per dimension (free of other iterators),
+      each spatial iterator in exactly one dimension, no reduction iterator in it;
+    - the extent of every needed region is a constant or has a constant bound.
+
+    Before (``compute_at(B, i)``)::
+
+        for i in range(17):
+            with T.block("B"):
+                vi = T.remap("S", i)
+                B[vi] = A[vi] * 2.0
+        for i in range(16):
+            with T.block("C"):
+                vi = T.remap("S", i)
+                C[vi] = B[vi] + B[vi + 1]
+
+    After::
+
+        for i in range(16):
+            for ax0 in range(2):
+                with T.block("B"):
+                    vi = T.spatial_axis(17, i + ax0)
+                    B[vi] = A[vi] * 2.0
+            with T.block("C"):
+                vi = T.remap("S", i)
+                C[vi] = B[vi] + B[vi + 1]
+    """
+    index = TreeIndex(func)
+    plan = _plan(index, block_name, loop_var, reverse=False)
+    return _rewrite(index, plan, preserve_unit_loops, "compute_at", at_start=True)
+
+
+def reverse_compute_at(func: PrimFunc, block_name: str, loop_var: Var, preserve_unit_loops: bool = False) -> PrimFunc:
+    """Move a consumer block under a loop of its producers, computing at each iteration of the
+    loop the instances whose input the producers under the loop have just written.
+
+    Preconditions (each refused with a ScheduleError, nothing changed):
+
+    - the loop is not inside the block, the block is not already under the loop, and both are
+      in the same block scope; the loop comes before the block in program order;
+    - the block has producers in the scope, all of them under the loop, writing one buffer
+      that the block reads (one produced buffer only);
+    - no block under the loop or between the loop and the block reads or writes a buffer the
+      block writes (it would see the block's results early);
+    - the block is idempotent: spatial and not reading what it writes, or a reduction with
+      ``T.init``; it has no opaque iterator; its ``T.where`` (if any) only bounds iterators to
+      their domains;
+    - it reads the produced buffer at one element per instance, each spatial iterator being
+      ``iterator + offset`` in some dimension or absent from the index;
+    - the producers under the loop write (over all its iterations) every element the block
+      reads, and the extent of every region is a constant or has a constant bound.
+
+    Before (``reverse_compute_at(D, i)``)::
+
+        for i, j in T.grid(16, 16):
+            with T.block("B"):
+                vi, vj = T.remap("SS", i, j)
+                B[vi, vj] = A[vi, vj] * 2.0
+        for i, j in T.grid(16, 16):
+            with T.block("D"):
+                vi, vj = T.remap("SS", i, j)
+                D[vi, vj] = T.max(B[vi, vj], 0.0)
+
+    After::
+
+        for i in range(16):
+            for j in range(16):
+                with T.block("B"):
+                    vi, vj = T.remap("SS", i, j)
+                    B[vi, vj] = A[vi, vj] * 2.0
+            for ax0 in range(16):
+                with T.block("D"):
+                    vi, vj = T.remap("SS", i, ax0)
+                    D[vi, vj] = T.max(B[vi, vj], 0.0)
+    """
+    index = TreeIndex(func)
+    plan = _plan(index, block_name, loop_var, reverse=True)
+    return _rewrite(index, plan, preserve_unit_loops, "reverse_compute_at", at_start=False)
+
+
+def compute_location_candidates(func: PrimFunc, block_name: str, reverse: bool = False) -> list[Var]:
+    """The loop variables of the loops that ``compute_at`` (``reverse_compute_at`` when
+    ``reverse``) of ``block_name`` accepts, in program order. For sampling a location: only
+    the checks run, no program is built."""
+    index = TreeIndex(func)
+    realize = index.blocks.get(block_name)
+    if realize is None:
+        return []
+    scope = index.scope_block(realize)
+    found = []
+    for loop in _loops_in_order(index, scope):
+        try:
+            _plan(index, block_name, loop.loop_var, reverse)
+        except ScheduleError:
+            continue
+        found.append(loop.loop_var)
+    return found
+
+
+def _loops_in_order(index: TreeIndex, scope: BlockRealize | None) -> list[For]:
+    """Loops of ``scope`` (not inside a nested block), in program order."""
+    loops: list[For] = []
+
+    def walk(node: Stmt) -> None:
+        if isinstance(node, BlockRealize):
+            return
+        if isinstance(node, For):
+            loops.append(node)
+        for child in child_stmts(node):
+            walk(child)
+
+    if scope is None:
+        return loops
+    walk(scope.block.body)
+    return loops
+
+
+# ---------------------------------------------------------------- checks
+
+
+def _plan(index: TreeIndex, block_name: str, loop_var: Var, reverse: bool) -> _Plan:
+    primitive = "reverse_compute_at" if reverse else "compute_at"
+    realize = index.blocks.get(block_name)
+    if realize is None:
+        raise ScheduleError(primitive, f"block {block_name!r}", "no such block")
+    loop = index.loops.get(id(loop_var))
+    if loop is None:
+        raise ScheduleError(primitive, f"loop {loop_var.name}", "no such loop")
+    block = realize.block
+    target = block_target(realize)
+
+    # Where the block and the loop are.
+    if index.is_ancestor(realize, loop):
+        raise ScheduleError(primitive, target, f"the loop {loop_var.name} is inside the block itself", loop)
+    scope = index.scope_block(realize)
+    if index.scope_block(loop) is not scope:
+        raise ScheduleError(
+            primitive, target, f"the block and the loop {loop_var.name} are in different block scopes", loop
+        )
+    assert scope is not None
+    if index.is_ancestor(loop, realize):
+        raise ScheduleError(primitive, target, f"the block is already under the loop {loop_var.name}", loop)
+    siblings = index.child_blocks(scope)
+    position = next(k for k, sibling in enumerate(siblings) if sibling is realize)
+    under = [k for k, sibling in enumerate(siblings) if index.is_ancestor(loop, sibling)]
+    if under and not reverse and under[0] < position:
+        raise ScheduleError(
+            primitive, target, f"the loop {loop_var.name} comes before the block; compute_at moves a block later"
+        )
+    if under and reverse and under[-1] > position:
+        raise ScheduleError(
+            primitive,
+            target,
+            f"the loop {loop_var.name} comes after the block; reverse_compute_at moves a block earlier",
+        )
+
+    _check_movable_block(primitive, index, realize)
+
+    if reverse:
+        ranges = _reverse_ranges(primitive, index, realize, loop, siblings, position, under)
+    else:
+        ranges = _forward_ranges(primitive, index, realize, loop, siblings, position, under)
+    nest = detachable_nest(index, realize, primitive)
+    outer_dom = context_dom(index, loop)
+    outer_dom[loop.loop_var] = Range(loop.min, loop.extent)
+    _check_extents(primitive, target, block, ranges, outer_dom)
+    return _Plan(realize, loop, nest, ranges, outer_dom)
+
+
+def _check_movable_block(primitive: str, index: TreeIndex, realize: BlockRealize) -> None:
+    """Idempotent, no opaque iterator, a predicate that only bounds the domain."""
+    block = realize.block
+    target = block_target(realize)
+    _, reduce, opaque = iter_kinds(block)
+    if opaque:
+        raise ScheduleError(
+            primitive, target, f"the block has an opaque iterator ({opaque[0].name}); its loops cannot be regenerated"
+        )
+    written = [region.buffer for region in block.writes]
+    if reduce and block.init is None:
+        raise ScheduleError(
+            primitive,
+            target,
+            "the block is a reduction without T.init, so recomputing an instance would accumulate twice",
+        )
+    if not reduce and any(reads_buffer(block, buffer) for buffer in written):
+        raise ScheduleError(
+            primitive,
+            target,
+            "the block reads a buffer it writes, so recomputing an instance would change the result",
+        )
+    check_domain_predicate(primitive, realize, context_dom(index, realize))
+
+
+def _forward_ranges(
+    primitive: str,
+    index: TreeIndex,
+    realize: BlockRealize,
+    loop: For,
+    siblings: list[BlockRealize],
+    position: int,
+    under: list[int],
+) -> list[IterRange]:
+    block = realize.block
+    target = block_target(realize)
+    if len(block.writes) != 1:
+        names = [region.buffer.name for region in block.writes]
+        raise ScheduleError(primitive, target, f"the block must write exactly one buffer, it writes {names}")
+    buffer = block.writes[0].buffer
+    func = index.func
+    if any(param is buffer for param in func.params):
+        raise ScheduleError(
+            primitive,
+            target,
+            f"the block writes the function parameter {buffer.name}, an output whose every element must stay computed",
+        )
+    scope = index.scope_block(realize)
+    assert scope is not None
+    for other in blocks_in_order(index):
+        if other is scope or index.is_ancestor(other, scope) or index.is_ancestor(scope, other):
+            continue
+        if reads_buffer(other.block, buffer):
+            raise ScheduleError(
+                primitive,
+                target,
+                f"buffer {buffer.name} is also read by block {other.block.name!r} outside the block's scope",
+            )
+    for other in siblings:
+        if other is not realize and writes_buffer(other.block, buffer):
+            raise ScheduleError(
+                primitive, target, f"block {other.block.name!r} also writes buffer {buffer.name}", other.block.name
+            )
+    consumers = [other for other in siblings[position + 1 :] if reads_buffer(other.block, buffer)]
+    if not consumers:
+        raise ScheduleError(primitive, target, f"the block has no consumer of {buffer.name} in its scope")
+    for consumer in consumers:
+        if not index.is_ancestor(loop, consumer):
+            raise ScheduleError(
+                primitive,
+                target,
+                f"consumer block {consumer.block.name!r} is not under the loop {loop.loop_var.name}",
+            )
+    # Blocks that now run before the moved block must not write what it reads.
+    inputs = [region.buffer for region in block.reads if region.buffer is not buffer]
+    between = siblings[position + 1 : under[0]] + [siblings[k] for k in under]
+    for other in between:
+        for written in inputs:
+            if writes_buffer(other.block, written):
+                raise ScheduleError(
+                    primitive,
+                    target,
+                    f"block {other.block.name!r} writes buffer {written.name}, which the block reads, "
+                    "and would run before it once moved",
+                )
+
+    # The write index, inverted.
+    analyzer = Analyzer()
+    indices = region_point_indices(block.writes[0])
+    if indices is None:
+        raise ScheduleError(
+            primitive, target, f"the block writes more than one element of {buffer.name} per instance", block.writes[0]
+        )
+    simple, complex_dims = point_index_map(indices, block, analyzer)
+    if complex_dims:
+        raise ScheduleError(
+            primitive,
+            target,
+            f"dimension {complex_dims[0]} of the write index of {buffer.name} is not one iterator plus an offset",
+            indices[complex_dims[0]],
+        )
+    spatial, reduce, _ = iter_kinds(block)
+    by_var: dict[Var, list[int]] = {}
+    for entry in simple:
+        by_var.setdefault(entry.var, []).append(entry.dim)
+    for var in reduce:
+        if var in by_var:
+            raise ScheduleError(
+                primitive, target, f"the reduction iterator {var.name} appears in the write index of {buffer.name}"
+            )
+    for var in spatial:
+        dims = by_var.get(var, [])
+        if len(dims) != 1:
+            where = "does not appear in" if not dims else "appears more than once in"
+            raise ScheduleError(
+                primitive,
+                target,
+                f"the iterator {var.name} {where} the write index of {buffer.name}, so the write is not invertible",
+            )
+
+    needed = _consumed_region(index, loop, consumers, buffer)
+    offsets = {entry.var: (entry.dim, entry.offset) for entry in simple}
+    ranges: list[IterRange] = []
+    for iter_var in block.iter_vars:
+        if iter_var.var not in offsets:
+            ranges.append(None)
+            continue
+        dim, offset = offsets[iter_var.var]
+        ranges.append((needed[dim].min - offset, needed[dim].extent))
+    return ranges
+
+
+def _consumed_region(index: TreeIndex, loop: For, consumers: list[BlockRealize], buffer: Buffer) -> tuple[Range, ...]:
+    """The hull of what ``consumers`` read of ``buffer`` in one iteration of ``loop``."""
+    region: tuple[Range, ...] | None = None
+    for consumer in consumers:
+        bindings = dict(zip((iv.var for iv in consumer.block.iter_vars), consumer.iter_values))
+        inner = _inner_dom(index, loop, consumer)
+        for access in consumer.block.reads:
+            if access.buffer is not buffer:
+                continue
+            relaxed = _relax(access.region, bindings, inner, buffer)
+            region = relaxed if region is None else _union(region, relaxed, buffer)
+    assert region is not None
+    return region
+
+
+def _inner_dom(index: TreeIndex, loop: For, stmt: Stmt) -> dict[Var, Range]:
+    """Ranges of the loops strictly between ``loop`` and ``stmt``."""
+    dom: dict[Var, Range] = {}
+    for node in index.ancestors(stmt):
+        if node is loop:
+            break
+        if isinstance(node, For):
+            dom[node.loop_var] = Range(node.min, node.extent)
+    return dom
+
+
+def _relax(
+    region: tuple[Range, ...], bindings: dict[Var, PrimExpr], dom: dict[Var, Range], buffer: Buffer
+) -> tuple[Range, ...]:
+    return tuple(
+        relax_range(Range(substitute(rng.min, bindings), substitute(rng.extent, bindings)), dom, buffer.shape[dim])
+        for dim, rng in enumerate(region)
+    )
+
+
+def _union(a: tuple[Range, ...], b: tuple[Range, ...], buffer: Buffer) -> tuple[Range, ...]:
+    merged = union_regions(a, b, buffer.shape)
+    assert isinstance(merged, tuple)
+    return merged
+
+
+def _reverse_ranges(
+    primitive: str,
+    index: TreeIndex,
+    realize: BlockRealize,
+    loop: For,
+    siblings: list[BlockRealize],
+    position: int,
+    under: list[int],
+) -> list[IterRange]:
+    block = realize.block
+    target = block_target(realize)
+    read_buffers: list[Buffer] = []
+    for region in block.reads:
+        if not any(region.buffer is seen for seen in read_buffers):
+            read_buffers.append(region.buffer)
+    producers = [
+        other for other in siblings[:position] if any(writes_buffer(other.block, buffer) for buffer in read_buffers)
+    ]
+    if not producers:
+        raise ScheduleError(primitive, target, "the block has no producer in its scope")
+    for producer in producers:
+        if not index.is_ancestor(loop, producer):
+            raise ScheduleError(
+                primitive,
+                target,
+                f"producer block {producer.block.name!r} is not under the loop {loop.loop_var.name}",
+            )
+    produced = [buffer for buffer in read_buffers if any(writes_buffer(p.block, buffer) for p in producers)]
+    if len(produced) != 1:
+        names = [buffer.name for buffer in produced]
+        raise ScheduleError(primitive, target, f"the block reads more than one buffer produced in its scope: {names}")
+    buffer = produced[0]
+    # Blocks that now run after the moved block must not touch what it writes.
+    outputs = [region.buffer for region in block.writes]
+    between = [siblings[k] for k in under] + siblings[under[-1] + 1 : position]
+    for other in between:
+        for output in outputs:
+            if reads_buffer(other.block, output) or writes_buffer(other.block, output):
+                raise ScheduleError(
+                    primitive,
+                    target,
+                    f"block {other.block.name!r} accesses buffer {output.name}, which the block writes, "
+                    "and would run after it once moved",
+                )
+
+    accesses = [access for access in block.reads if access.buffer is buffer]
+    if len(accesses) != 1:
+        raise ScheduleError(primitive, target, f"the block reads {buffer.name} through {len(accesses)} regions")
+    access = accesses[0]
+    own = {iv.var for iv in block.iter_vars}
+    mins = [rng.min for rng in access.region]
+    analyzer = Analyzer()
+    simple, complex_dims = point_index_map(mins, block, analyzer)
+    spatial, _, _ = iter_kinds(block)
+    # A dimension read as [v + offset, v + offset + width) with a width free of iterators
+    # constrains v; other dimensions constrain nothing (instances are then computed more often
+    # than needed, never less).
+    offsets: dict[Var, tuple[int, PrimExpr, PrimExpr]] = {}
+    complex_vars: set[Var] = set()
+    for dim in complex_dims:
+        complex_vars |= free_vars(mins[dim]) & own
+    for entry in simple:
+        width = access.region[entry.dim].extent
+        if free_vars(width) & own:
+            complex_vars.add(entry.var)
+            continue
+        offsets.setdefault(entry.var, (entry.dim, entry.offset, width))
+    for var in spatial:
+        if var not in offsets and var in complex_vars:
+            raise ScheduleError(
+                primitive,
+                target,
+                f"the iterator {var.name} appears in the read region of {buffer.name} only in a form that "
+                "cannot be inverted",
+                access,
+            )
+
+    written = _produced_region(index, loop, producers, buffer, over_loop=False)
+    whole = _produced_region(index, loop, producers, buffer, over_loop=True)
+    # Every element the block reads (its iterators sweeping their bindings, within their
+    # domains) must be written under the loop at some iteration.
+    sweep = {lp.loop_var: Range(lp.min, lp.extent) for lp in index.loops_above(realize)}
+    coverage = Analyzer()
+    for var, dom in context_dom(index, loop).items():
+        coverage.bind(var, dom)
+    ranges: list[IterRange] = []
+    for iter_var, binding in zip(block.iter_vars, realize.iter_values):
+        if iter_var.var not in offsets or iter_var.var not in spatial:
+            ranges.append(None)
+            continue
+        dim, offset, width = offsets[iter_var.var]
+        low, high = eval_interval(binding, sweep)
+        dom_low, dom_high = iter_var.dom.min, iter_var.dom.min + iter_var.dom.extent - 1
+        # max(low, dom_low) .. min(high, dom_high), or a provable superset of it.
+        low = low if coverage.can_prove(low >= dom_low) else dom_low
+        high = high if coverage.can_prove(high <= dom_high) else dom_high
+        total = whole[dim]
+        if not (
+            coverage.can_prove(total.min <= low + offset)
+            and coverage.can_prove(high + offset + width <= total.min + total.extent)
+        ):
+            raise ScheduleError(
+                primitive,
+                target,
+                f"the producers under the loop {loop.loop_var.name} do not write every element of "
+                f"{buffer.name} the block reads (dimension {dim})",
+            )
+        # Every instance whose read region meets what this iteration wrote.
+        ranges.append((written[dim].min - offset - width + 1, written[dim].extent + width - 1))
+    return ranges
+
+
+def _produced_region(
+    index: TreeIndex, loop: For, producers: list[BlockRealize], buffer: Buffer, over_loop: bool
+) -> tuple[Range, ...]:
+    """The hull of what ``producers`` write of ``buffer`` in one iteration of ``loop``; with
+    ``over_loop``, over every iteration of it and of the loops around it in the scope."""
+    region: tuple[Range, ...] | None = None
+    for producer in producers:
+        bindings = dict(zip((iv.var for iv in producer.block.iter_vars), producer.iter_values))
+        dom = _inner_dom(index, loop, producer)
+        if over_loop:
+            for outer in [*index.loops_above(loop), loop]:
+                dom[outer.loop_var] = Range(outer.min, outer.extent)
+        for access in producer.block.writes:
+            if access.buffer is not buffer:
+                continue
+            relaxed = _relax(access.region, bindings, dom, buffer)
+            region = relaxed if region is None else _union(region, relaxed, buffer)
+    assert region is not None
+    return region
+
+
+def _check_extents(
+    primitive: str, target: str, block: Block, ranges: list[IterRange], outer_dom: dict[Var, Range]
+) -> None:
+    analyzer = Analyzer()
+    for var, dom in outer_dom.items():
+        analyzer.bind(var, dom)
+    for iter_var, rng in zip(block.iter_vars, ranges):
+        extent = iter_var.dom.extent if rng is None else rng[1]
+        if _extent_bound(analyzer, extent) is None:
+            raise ScheduleError(
+                primitive,
+                target,
+                f"the region of iterator {iter_var.var.name} has extent {extent}, which has no constant bound",
+            )
+
+
+def _extent_bound(analyzer: Analyzer, extent: PrimExpr) -> int | None:
+    extent = analyzer.simplify(extent)
+    if isinstance(extent, IntImm):
+        return extent.value
+    bound = analyzer.const_int_bound(extent)
+    if not bound.is_bounded:
+        return None
+    return max(int(bound.max_value), 0)
+
+
+# ---------------------------------------------------------------- rewrite
+
+
+def _rewrite(index: TreeIndex, plan: _Plan, preserve_unit_loops: bool, primitive: str, at_start: bool) -> PrimFunc:
+    nest = _make_nest(plan, preserve_unit_loops)
+    func = replace_stmt(index, plan.nest, None)
+    index = TreeIndex(func)
+    loop = index.loops[id(plan.loop.loop_var)]
+    body = seq(nest, loop.body) if at_start else seq(loop.body, nest)
+    return replace_stmt(index, loop, loop.replace(body=body))
+
+
+def _make_nest(plan: _Plan, preserve_unit_loops: bool) -> Stmt:
+    """The block under new loops ``ax0, ax1, ...`` that sweep ``plan.ranges``."""
+    realize = plan.realize
+    analyzer = Analyzer()
+    for var, dom in plan.outer_dom.items():
+        analyzer.bind(var, dom)
+    loops: list[tuple[Var, int]] = []
+    values: list[PrimExpr] = []
+    clips: list[tuple[PrimExpr, PrimExpr, PrimExpr, PrimExpr]] = []  # (value, lo, extent, dom end)
+    conditions: list[PrimExpr] = []
+    for iter_var, rng in zip(realize.block.iter_vars, plan.ranges):
+        dom = iter_var.dom
+        lo, extent = (dom.min, dom.extent) if rng is None else rng
+        lo = analyzer.simplify(lo)
+        extent = analyzer.simplify(extent)
+        bound = _extent_bound(analyzer, extent)
+        assert bound is not None  # checked in _plan
+        exact = isinstance(extent, IntImm)
+        dtype = iter_var.var.dtype
+        if bound == 1 and exact and not preserve_unit_loops:
+            value = lo
+        else:
+            axis = Var(f"ax{len(loops)}", dtype)
+            loops.append((axis, bound))
+            analyzer.bind(axis, Range(const(0, dtype), const(bound, dtype)))
+            value = lo + axis
+            if not exact:
+                conditions.append(axis < extent)
+        values.append(analyzer.simplify(value))
+        if rng is not None:
+            clips.append((values[-1], lo, extent, dom.min + dom.extent))
+            if not analyzer.can_prove(lo >= dom.min):
+                conditions.append(dom.min <= values[-1])
+    for value, lo, extent, end in clips:
+        if not analyzer.can_prove(lo + extent <= end):
+            conditions.append(value < end)
+    simplified = [analyzer.simplify(condition) for condition in conditions]
+    predicate = conjunction([c for c in simplified if not (isinstance(c, IntImm) and c.value != 0)])
+    new: Stmt = realize.replace(iter_values=tuple(values), predicate=predicate)
+    for axis, bound in reversed(loops):
+        new = For(axis, const(0, axis.dtype), const(bound, axis.dtype), ForKind.SERIAL, new)
+    return new
+
+
+# ---------------------------------------------------------------- Schedule methods
 
 
 class ComputeLocationPrimitives:
     """Schedule methods for compute_at, reverse_compute_at."""
+
+    @doc_from(compute_at)
+    def compute_at(self, block: BlockRV, loop: LoopRV, preserve_unit_loops: bool = False) -> None:  # type: ignore[misc]
+        realize = self.resolve_block(block, "compute_at")  # type: ignore[attr-defined]
+        for_node = self.resolve_loop(loop, "compute_at")  # type: ignore[attr-defined]
+        name, var, keep = realize.block.name, for_node.loop_var, bool(preserve_unit_loops)
+        self._apply(  # type: ignore[attr-defined]
+            "compute_at",
+            (block, loop),
+            {"preserve_unit_loops": keep},
+            lambda func: compute_at(func, name, var, keep),
+        )
+
+    @doc_from(reverse_compute_at)
+    def reverse_compute_at(  # type: ignore[misc]
+        self, block: BlockRV, loop: LoopRV, preserve_unit_loops: bool = False
+    ) -> None:
+        realize = self.resolve_block(block, "reverse_compute_at")  # type: ignore[attr-defined]
+        for_node = self.resolve_loop(loop, "reverse_compute_at")  # type: ignore[attr-defined]
+        name, var, keep = realize.block.name, for_node.loop_var, bool(preserve_unit_loops)
+        self._apply(  # type: ignore[attr-defined]
+            "reverse_compute_at",
+            (block, loop),
+            {"preserve_unit_loops": keep},
+            lambda func: reverse_compute_at(func, name, var, keep),
+        )
+
+
+__all__ = ["ComputeLocationPrimitives", "compute_at", "compute_location_candidates", "reverse_compute_at"]

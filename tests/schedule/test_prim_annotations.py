@@ -1,0 +1,460 @@
+"""parallel, vectorize, unroll, bind, annotate, unannotate: golden, numerics, replay, and one
+negative test per precondition."""
+
+from __future__ import annotations
+
+import pytest
+from schedule_testing import check_schedule
+
+import tir
+import tir.script as T
+from tir.ir import ForKind
+from tir.schedule import Schedule, ScheduleError
+
+
+@T.script
+def scale(A: T.Buffer((100, 8), "float32"), B: T.Buffer((100, 8), "float32")):
+    for i, j in T.grid(100, 8):
+        with T.block("B"):
+            vi, vj = T.remap("SS", i, j)
+            B[vi, vj] = A[vi, vj] * 2.0
+
+
+@T.script
+def matmul(A: T.Buffer((16, 16), "float32"), B: T.Buffer((16, 16), "float32"), C: T.Buffer((16, 16), "float32")):
+    for i, j, k in T.grid(16, 16, 16):
+        with T.block("C"):
+            vi, vj, vk = T.remap("SSR", i, j, k)
+            with T.init():
+                C[vi, vj] = 0.0
+            C[vi, vj] += A[vi, vk] * B[vk, vj]
+
+
+@T.script
+def two_stage(A: T.Buffer((16, 8), "float32"), C: T.Buffer((16, 8), "float32")):
+    B = T.alloc_buffer((16, 8), "float32")
+    for i in range(16):
+        for j in range(8):
+            with T.block("B"):
+                vi, vj = T.remap("SS", i, j)
+                B[vi, vj] = A[vi, vj] * 2.0
+        for j in range(8):
+            with T.block("C"):
+                vi, vj = T.remap("SS", i, j)
+                C[vi, vj] = B[vi, vj] + 1.0
+
+
+@T.script
+def pipeline(A: T.Buffer((16, 8), "float32"), C: T.Buffer((16, 8), "float32")):
+    B = T.alloc_buffer((16, 8), "float32")
+    for i, j in T.grid(16, 8):
+        with T.block("B"):
+            vi, vj = T.remap("SS", i, j)
+            B[vi, vj] = A[vi, vj] * 2.0
+        with T.block("C"):
+            vi, vj = T.remap("SS", i, j)
+            C[vi, vj] = B[vi, vj] + 1.0
+
+
+@T.script
+def mirrored(A: T.Buffer((16, 8), "float32"), B: T.Buffer((16, 8), "float32"), C: T.Buffer((16, 8), "float32")):
+    for i, j in T.grid(16, 8):
+        with T.block("B"):
+            vi, vj = T.remap("SS", i, j)
+            B[vi, vj] = A[vi, vj] * 2.0
+        with T.block("C"):
+            vi, vj = T.remap("SS", i, j)
+            C[vi, vj] = B[vi, vj] + B[15 - vi, vj]
+
+
+@T.script
+def running_sum(A: T.Buffer((16,), "float32"), B: T.Buffer((16,), "float32")):
+    for i in range(16):
+        with T.block("B"):
+            vi = T.opaque_axis(16, i)
+            B[vi] = B[T.max(vi - 1, 0)] + A[vi]
+
+
+@T.script
+def no_blocks(A: T.Buffer((16,), "float32"), B: T.Buffer((16,), "float32")):
+    for i in range(16):
+        B[i] = A[i] * 2.0
+
+
+@T.script
+def accumulate(A: T.Buffer((16,), "float32"), B: T.Buffer((1,), "float32")):
+    for i in range(16):  # noqa: B007  (every iteration runs the same block instance)
+        with T.block("B"):
+            B[0] = B[0] + 1.0
+
+
+@T.script
+def let_bound(A: T.Buffer((32,), "float32"), B: T.Buffer((32,), "float32")):
+    for i in range(16):
+        x = i * 2
+        with T.block("B"):
+            vi = T.spatial_axis(32, x)
+            B[vi] = A[vi] * 2.0
+
+
+def _loops(sch: Schedule, block: str = "B") -> list:  # type: ignore[type-arg]
+    return sch.get_loops(sch.get_block(block))
+
+
+def _refused(sch: Schedule, call, message: str) -> None:  # type: ignore[no-untyped-def]
+    before = sch.func
+    with pytest.raises(ScheduleError, match=message):
+        call()
+    assert sch.func is before  # a refused primitive changes nothing
+
+
+# ---------------------------------------------------------------- parallel
+
+
+def test_parallel_outer_loop(golden) -> None:  # type: ignore[no-untyped-def]
+    sch = Schedule(scale)
+    i, _ = _loops(sch)
+    sch.parallel(i)
+    assert sch.get_loop_node(i).kind is ForKind.PARALLEL
+    check_schedule(sch, scale, golden, "schedule/parallel_outer")
+
+
+def test_parallel_vectorize_unroll_matmul(golden) -> None:  # type: ignore[no-untyped-def]
+    sch = Schedule(matmul)
+    i, j, k = _loops(sch, "C")
+    sch.reorder(i, k, j)
+    sch.parallel(i)
+    sch.unroll(k)
+    sch.vectorize(j)
+    check_schedule(sch, matmul, golden, "schedule/parallel_vectorize_unroll_matmul")
+
+
+def test_parallel_over_a_producer_and_its_consumer(golden) -> None:  # type: ignore[no-untyped-def]
+    sch = Schedule(two_stage)
+    (i, _) = _loops(sch, "B")
+    outer, _ = sch.split(i, [4, 4])
+    sch.parallel(outer)
+    check_schedule(sch, two_stage, golden, "schedule/parallel_two_stage")
+
+
+def test_parallel_fused_loop_over_two_blocks(golden) -> None:  # type: ignore[no-untyped-def]
+    sch = Schedule(pipeline)
+    i, j = _loops(sch)
+    sch.parallel(sch.fuse(i, j))
+    check_schedule(sch, pipeline, golden, "schedule/parallel_fused_two_blocks")
+
+
+def test_parallel_twice_changes_nothing_the_second_time() -> None:
+    sch = Schedule(scale)
+    i, _ = _loops(sch)
+    sch.parallel(i)
+    once = sch.func
+    sch.parallel(i)
+    assert sch.func is once
+
+
+def test_parallel_refuses_a_loop_of_another_kind() -> None:
+    sch = Schedule(scale)
+    _, j = _loops(sch)
+    sch.vectorize(j)
+    _refused(
+        sch,
+        lambda: sch.parallel(j),
+        r"parallel: loop j: only a serial loop can be changed; this loop is vectorized\n    for j in T.vectorized\(8\):",
+    )
+
+
+def test_parallel_refuses_a_parallel_loop_above() -> None:
+    sch = Schedule(scale)
+    i, j = _loops(sch)
+    sch.parallel(i)
+    _refused(sch, lambda: sch.parallel(j), r"parallel: loop j: nested parallelism: loop i above it is already parallel")
+
+
+def test_parallel_refuses_a_parallel_loop_below() -> None:
+    sch = Schedule(scale)
+    i, j = _loops(sch)
+    sch.parallel(j)
+    _refused(sch, lambda: sch.parallel(i), r"parallel: loop i: nested parallelism: loop j below it is already parallel")
+
+
+def test_parallel_refuses_a_reduction_iterator() -> None:
+    sch = Schedule(matmul)
+    _, _, k = _loops(sch, "C")
+    _refused(
+        sch,
+        lambda: sch.parallel(k),
+        r"parallel: loop k: a reduction iterator cannot be parallelized: it is bound to this loop \(block 'C'\)\n"
+        r"    vk = T.reduce_axis\(16, k\)",
+    )
+
+
+def test_parallel_refuses_an_opaque_iterator() -> None:
+    sch = Schedule(running_sum)
+    (i,) = _loops(sch)
+    _refused(sch, lambda: sch.parallel(i), r"parallel: loop i: an opaque iterator cannot be parallelized")
+
+
+def test_parallel_refuses_a_statement_outside_every_block() -> None:
+    sch = Schedule(no_blocks)
+    i = sch.loop_rv(no_blocks.body.block.body.loop_var)
+    _refused(
+        sch,
+        lambda: sch.parallel(i),
+        r"parallel: loop i: a statement outside every block sits under the loop; .*\n    B\[i\] = A\[i\] \* 2.0",
+    )
+
+
+def test_parallel_refuses_a_dependence_between_iterations() -> None:
+    sch = Schedule(mirrored)
+    i, _ = _loops(sch)
+    _refused(
+        sch,
+        lambda: sch.parallel(i),
+        r"parallel: loop i: blocks \['B', 'C'\] under the loop share buffer 'B' \(written by \['B'\]\); cannot "
+        r"prove that different iterations touch disjoint parts of it, so it is not safe to parallelize the loop\n"
+        r"    block 'B' writes B\[i, 0:8\]\n    block 'C' reads B\[0:16, 0:8\]",
+    )
+
+
+def test_parallel_refuses_iterations_running_the_same_block_instance() -> None:
+    sch = Schedule(accumulate)
+    (i,) = _loops(sch)
+    _refused(
+        sch,
+        lambda: sch.parallel(i),
+        r"parallel: loop i: cannot prove that different iterations run different instances of block 'B' "
+        r"\(its spatial iterators must tell the iterations apart\) to parallelize the loop\n"
+        r"    block 'B': no iterators",
+    )
+
+
+def test_parallel_refuses_a_binding_through_a_let_variable() -> None:
+    sch = Schedule(let_bound)
+    (i,) = _loops(sch)
+    _refused(
+        sch,
+        lambda: sch.parallel(i),
+        r"parallel: loop i: the variable x bound inside depends on the loop variables; block bindings using it "
+        r"cannot be checked\n    x = i \* 2",
+    )
+
+
+def test_parallel_refuses_a_loop_that_is_gone() -> None:
+    sch = Schedule(scale)
+    i, j = _loops(sch)
+    sch.fuse(i, j)
+    _refused(sch, lambda: sch.parallel(i), r"parallel: loop i: no such loop in the current program")
+
+
+# ---------------------------------------------------------------- vectorize
+
+
+def test_vectorize_inner_loop(golden) -> None:  # type: ignore[no-untyped-def]
+    sch = Schedule(scale)
+    _, j = _loops(sch)
+    sch.vectorize(j)
+    check_schedule(sch, scale, golden, "schedule/vectorize_inner")
+
+
+def test_vectorize_refuses_a_symbolic_extent() -> None:
+    func = tir.parse(
+        """
+@T.script
+def symbolic(a: T.handle, n: T.int32):
+    A = T.match_buffer(a, (n,), "float32")
+    for i in range(n):
+        with T.block("A"):
+            vi = T.remap("S", i)
+            A[vi] = A[vi] * 2.0
+"""
+    )
+    sch = Schedule(func)
+    (i,) = _loops(sch, "A")
+    _refused(sch, lambda: sch.vectorize(i), r"vectorize: loop i: the extent must be a constant, got n")
+
+
+def test_vectorize_refuses_a_loop_of_another_kind() -> None:
+    sch = Schedule(scale)
+    _, j = _loops(sch)
+    sch.unroll(j)
+    _refused(
+        sch, lambda: sch.vectorize(j), r"vectorize: loop j: only a serial loop can be changed; this loop is unroll"
+    )
+
+
+def test_vectorize_refuses_a_reduction_iterator() -> None:
+    sch = Schedule(matmul)
+    _, _, k = _loops(sch, "C")
+    _refused(sch, lambda: sch.vectorize(k), r"vectorize: loop k: a reduction iterator cannot be vectorized")
+
+
+def test_vectorize_refuses_a_dependence_between_iterations() -> None:
+    sch = Schedule(mirrored)
+    i, _ = _loops(sch)
+    _refused(sch, lambda: sch.vectorize(i), r"vectorize: loop i: blocks \['B', 'C'\] under the loop share buffer 'B'")
+
+
+# ---------------------------------------------------------------- unroll
+
+
+def test_unroll_loop(golden) -> None:  # type: ignore[no-untyped-def]
+    sch = Schedule(matmul)
+    _, j, k = _loops(sch, "C")
+    sch.unroll(k)
+    sch.unroll(j)
+    check_schedule(sch, matmul, golden, "schedule/unroll_matmul")
+
+
+def test_unroll_refuses_a_loop_of_another_kind() -> None:
+    sch = Schedule(scale)
+    i, _ = _loops(sch)
+    sch.parallel(i)
+    _refused(sch, lambda: sch.unroll(i), r"unroll: loop i: only a serial loop can be changed; this loop is parallel")
+
+
+# ---------------------------------------------------------------- bind
+
+
+def test_bind_block_and_thread_axes(golden) -> None:  # type: ignore[no-untyped-def]
+    sch = Schedule(scale)
+    i, j = _loops(sch)
+    sch.bind(i, "blockIdx.x")
+    sch.bind(j, "threadIdx.x")
+    sch.bind(j, "threadIdx.x")  # already bound to that axis: nothing changes
+    assert sch.get_loop_node(j).thread_tag == "threadIdx.x"
+    # CPU targets cannot run thread-bound loops: numerics through the interpreter only.
+    check_schedule(sch, scale, golden, "schedule/bind_thread_axes", llvm=False)
+
+
+def test_bind_refuses_an_unknown_thread_axis() -> None:
+    sch = Schedule(scale)
+    i, _ = _loops(sch)
+    _refused(
+        sch, lambda: sch.bind(i, "threadIdx.w"), r"bind: loop i: unknown thread axis 'threadIdx.w'; expected one of"
+    )
+
+
+def test_bind_refuses_a_loop_bound_to_another_axis() -> None:
+    sch = Schedule(scale)
+    i, _ = _loops(sch)
+    sch.bind(i, "blockIdx.x")
+    _refused(
+        sch,
+        lambda: sch.bind(i, "blockIdx.y"),
+        r"bind: loop i: only a serial loop can be changed; this loop is bound to blockIdx.x",
+    )
+
+
+def test_bind_refuses_the_same_axis_above() -> None:
+    sch = Schedule(scale)
+    i, j = _loops(sch)
+    sch.bind(i, "threadIdx.x")
+    _refused(sch, lambda: sch.bind(j, "threadIdx.x"), r"bind: loop j: loop i above it is already bound to threadIdx.x")
+
+
+def test_bind_refuses_the_same_axis_below() -> None:
+    sch = Schedule(scale)
+    i, j = _loops(sch)
+    sch.bind(j, "threadIdx.x")
+    _refused(sch, lambda: sch.bind(i, "threadIdx.x"), r"bind: loop i: loop j below it is already bound to threadIdx.x")
+
+
+def test_bind_refuses_a_reduction_iterator() -> None:
+    sch = Schedule(matmul)
+    _, _, k = _loops(sch, "C")
+    _refused(sch, lambda: sch.bind(k, "threadIdx.x"), r"bind: loop k: a reduction iterator cannot be bound to threads")
+
+
+_MAKE_CONCURRENT = {
+    "parallel": (lambda sch, loop: sch.parallel(loop), "parallelized", "parallelize the loop"),
+    "vectorize": (lambda sch, loop: sch.vectorize(loop), "vectorized", "vectorize the loop"),
+    "bind": (lambda sch, loop: sch.bind(loop, "threadIdx.x"), "bound to threads", "bind the loop"),
+}
+
+
+@pytest.mark.parametrize("primitive", sorted(_MAKE_CONCURRENT))
+@pytest.mark.parametrize(
+    "func,message",
+    [
+        (matmul, r"{p}: loop k: a reduction iterator cannot be {verb}: it is bound to this loop \(block 'C'\)"),
+        (running_sum, r"{p}: loop i: an opaque iterator cannot be {verb}: it is bound to this loop \(block 'B'\)"),
+        (no_blocks, r"{p}: loop i: a statement outside every block sits under the loop; .* may be {verb}"),
+        (accumulate, r"{p}: loop i: cannot prove that different iterations run different instances of block 'B'"),
+        (let_bound, r"{p}: loop i: the variable x bound inside depends on the loop variables"),
+        (mirrored, r"{p}: loop i: blocks \['B', 'C'\] under the loop share buffer 'B' .* to {what}"),
+    ],
+    ids=["reduction", "opaque", "outside-block", "same-instance", "let", "dependence"],
+)
+def test_concurrent_kinds_refuse_dependent_iterations(primitive: str, func: tir.PrimFunc, message: str) -> None:
+    apply, verb, what = _MAKE_CONCURRENT[primitive]
+    sch = Schedule(func)
+    # The outermost loop, except for matmul's reduction loop k.
+    loop_var = func.body.block.body.loop_var
+    if func is matmul:
+        loop_var = func.body.block.body.body.body.loop_var
+    loop = sch.loop_rv(loop_var)
+    _refused(sch, lambda: apply(sch, loop), message.format(p=primitive, verb=verb, what=what))
+
+
+# ---------------------------------------------------------------- annotate / unannotate
+
+
+def test_annotate_loops_and_blocks(golden) -> None:  # type: ignore[no-untyped-def]
+    sch = Schedule(matmul)
+    block = sch.get_block("C")
+    i, j, _ = _loops(sch, "C")
+    sch.annotate(i, "pragma_auto_unroll_max_step", 16)
+    sch.annotate(j, "tile_sizes", [4, 4, 2.5, "x", True])
+    sch.annotate(block, "meta_schedule.tiling_structure", "SSRSRS")
+    sch.annotate(block, "ratio", 0.5)
+    sch.annotate(block, "ratio", 0.25)  # a later value replaces the earlier one
+    assert sch.get_block_node(block).annotations == {"meta_schedule.tiling_structure": "SSRSRS", "ratio": 0.25}
+    check_schedule(sch, matmul, golden, "schedule/annotate")
+
+
+def test_unannotate_loop_and_block(golden) -> None:  # type: ignore[no-untyped-def]
+    sch = Schedule(scale)
+    block = sch.get_block("B")
+    i, _ = _loops(sch)
+    sch.annotate(i, "a", 1)
+    sch.annotate(i, "b", False)
+    sch.annotate(block, "c", "keep")
+    sch.annotate(block, "d", "drop")
+    sch.unannotate(i, "a")
+    sch.unannotate(block, "d")
+    assert sch.get_loop_node(i).annotations == {"b": False}
+    check_schedule(sch, scale, golden, "schedule/unannotate")
+
+
+@pytest.mark.parametrize("value", [{"a": 1}, [[1, 2]], None, (1, 2)])
+def test_annotate_refuses_a_value_of_another_type(value: object) -> None:
+    sch = Schedule(scale)
+    i, _ = _loops(sch)
+    _refused(
+        sch,
+        lambda: sch.annotate(i, "key", value),
+        r"annotate: loop i: an annotation value must be an int, float, str, bool or a list of those",
+    )
+
+
+def test_annotate_refuses_an_empty_key() -> None:
+    sch = Schedule(scale)
+    block = sch.get_block("B")
+    _refused(
+        sch,
+        lambda: sch.annotate(block, "", 1),
+        r"annotate: block 'B': the annotation key must be a non-empty string, got ''",
+    )
+
+
+def test_annotate_refuses_a_block_that_is_gone() -> None:
+    sch = Schedule(scale)
+    _refused(sch, lambda: sch.annotate(sch.block_rv("X"), "k", 1), r"annotate: block 'X': no such block")
+
+
+def test_unannotate_refuses_a_missing_key() -> None:
+    sch = Schedule(scale)
+    i, _ = _loops(sch)
+    sch.annotate(i, "a", 1)
+    _refused(sch, lambda: sch.unannotate(i, "b"), r"unannotate: loop i: there is no annotation 'b' \(it has \['a'\]\)")

@@ -1,0 +1,413 @@
+"""cache_write: golden, numerics, replay, and one negative test per precondition."""
+
+from __future__ import annotations
+
+import pytest
+from schedule_testing import check_numerics, check_schedule
+
+import tir
+import tir.script as T
+from tir.schedule import Schedule, ScheduleError
+from tir.schedule.tree import TreeIndex
+
+
+@T.script
+def matmul(A: T.Buffer((32, 24), "float32"), B: T.Buffer((24, 32), "float32"), C: T.Buffer((32, 32), "float32")):
+    for i, j, k in T.grid(32, 32, 24):
+        with T.block("C"):
+            vi, vj, vk = T.remap("SSR", i, j, k)
+            with T.init():
+                C[vi, vj] = 0.0
+            C[vi, vj] += A[vi, vk] * B[vk, vj]
+
+
+@T.script
+def pipeline(A: T.Buffer((16, 8), "float32"), C: T.Buffer((16, 8), "float32")):
+    B = T.alloc_buffer((16, 8), "float32")
+    for i, j in T.grid(16, 8):
+        with T.block("B"):
+            vi, vj = T.remap("SS", i, j)
+            B[vi, vj] = A[vi, vj] * 2.0
+    for i, j in T.grid(16, 8):
+        with T.block("C"):
+            vi, vj = T.remap("SS", i, j)
+            C[vi, vj] = B[vi, vj] + 1.0
+
+
+@T.script
+def scale(A: T.Buffer((100, 8), "float32"), B: T.Buffer((100, 8), "float32")):
+    for i, j in T.grid(100, 8):
+        with T.block("B"):
+            vi, vj = T.remap("SS", i, j)
+            B[vi, vj] = A[vi, vj] * 2.0
+
+
+@T.script
+def tiles(A: T.Buffer((16,), "float32"), B: T.Buffer((16,), "float32")):
+    for io in range(4):
+        with T.block("outer"):
+            vo = T.remap("S", io)
+            for ii in range(4):
+                with T.block("B"):
+                    vi = T.spatial_axis(16, vo * 4 + ii)
+                    B[vi] = A[vi] * 2.0
+
+
+@T.script
+def rows(A: T.Buffer((16, 4), "float32"), B: T.Buffer((16, 4), "float32")):
+    for i in range(16):
+        with T.block("B"):
+            vi = T.remap("S", i)
+            for j in range(4):
+                B[vi, j] = A[vi, j] * 2.0
+
+
+@T.script
+def guarded(A: T.Buffer((16,), "float32"), B: T.Buffer((16,), "float32")):
+    for i in range(16):
+        if i < 8:
+            with T.block("B"):
+                vi = T.remap("S", i)
+                B[vi] = A[vi] * 2.0
+
+
+@T.script
+def accumulate(A: T.Buffer((16,), "float32"), B: T.Buffer((16,), "float32")):
+    for i in range(16):
+        with T.block("B"):
+            vi = T.remap("S", i)
+            B[vi] = B[vi] + A[vi]
+
+
+@T.script
+def mirror(A: T.Buffer((16,), "float32"), B: T.Buffer((16,), "float32")):
+    for i in range(16):
+        with T.block("B"):
+            vi = T.remap("S", i)
+            B[vi] = A[vi]
+            B[vi] = B[vi] + B[15 - vi]
+
+
+@T.script
+def conditional_store(A: T.Buffer((16,), "float32"), B: T.Buffer((16,), "float32")):
+    for i in range(16):
+        with T.block("B"):
+            vi = T.remap("S", i)
+            if A[vi] > 0.0:
+                B[vi] = A[vi]
+
+
+@T.script
+def reading_init(A: T.Buffer((16, 4), "float32"), B: T.Buffer((16,), "float32")):
+    for i, k in T.grid(16, 4):
+        with T.block("B"):
+            vi, vk = T.remap("SR", i, k)
+            with T.init():
+                B[vi] = B[vi] * 0.5
+            B[vi] = B[vi] + A[vi, vk]
+
+
+@T.script
+def reversed_reduction(A: T.Buffer((16, 4), "float32"), B: T.Buffer((16,), "float32")):
+    for i, k in T.grid(16, 4):
+        with T.block("B"):
+            vi = T.spatial_axis(16, i)
+            vk = T.reduce_axis(4, 3 - k)
+            with T.init():
+                B[vi] = 0.0
+            B[vi] = B[vi] + A[vi, vk]
+
+
+@T.script
+def every_other(A: T.Buffer((32,), "float32"), B: T.Buffer((32,), "float32")):
+    for i in range(16):
+        with T.block("B"):
+            vi = T.spatial_axis(32, i * 2)
+            B[vi] = A[vi]
+
+
+@T.script
+def diagonal(A: T.Buffer((16,), "float32"), B: T.Buffer((16, 16), "float32")):
+    for i in range(16):
+        with T.block("B"):
+            vi = T.spatial_axis(16, i)
+            vj = T.spatial_axis(16, i)
+            B[vi, vj] = A[vi]
+
+
+@T.script
+def halves(A: T.Buffer((16,), "float32"), B: T.Buffer((8,), "float32")):
+    for i in range(16):
+        with T.block("B"):
+            vi = T.spatial_axis(8, i // 2)
+            B[vi] = A[vi]
+
+
+@T.script
+def scatter(A: T.Buffer((16,), "float32"), Idx: T.Buffer((16,), "int32"), B: T.Buffer((16,), "float32")):
+    for i in range(16):
+        with T.block("B"):
+            vi = T.remap("S", i)
+            B[Idx[vi]] = A[vi]
+
+
+@T.script
+def evens(A: T.Buffer((16,), "float32"), B: T.Buffer((16,), "float32")):
+    for i in range(16):
+        with T.block("B"):
+            vi = T.remap("S", i)
+            T.where(i % 2 == 0)
+            B[vi] = A[vi]
+
+
+@T.script
+def symbolic_reduction(A: T.Buffer((16, n), "float32"), B: T.Buffer((16,), "float32"), n: T.int32):  # noqa: F821
+    for i, k in T.grid(16, n):
+        with T.block("B"):
+            vi, vk = T.remap("SR", i, k)
+            with T.init():
+                B[vi] = 0.0
+            B[vi] += A[vi, vk]
+
+
+@T.script
+def triangle(A: T.Buffer((16, 16), "float32"), B: T.Buffer((16, 16), "float32")):
+    for i in range(16):
+        for j in range(i):
+            with T.block("B"):
+                vi = T.spatial_axis(16, i)
+                vj = T.spatial_axis(16, j)
+                B[vi, vj] = A[vi, vj]
+
+
+@T.script
+def same_nest(A: T.Buffer((16,), "float32"), C: T.Buffer((16,), "float32")):
+    B = T.alloc_buffer((16,), "float32")
+    for i in range(16):
+        with T.block("B"):
+            vi = T.remap("S", i)
+            B[vi] = A[vi] * 2.0
+        with T.block("C"):
+            vi = T.remap("S", i)
+            C[vi] = B[vi] + 1.0
+
+
+@T.script
+def two_regions(A: T.Buffer((16,), "float32"), B: T.Buffer((32,), "float32")):
+    for i in range(16):
+        with T.block("B"):
+            vi = T.remap("S", i)
+            T.writes(B[vi], B[vi + 16])
+            B[vi] = A[vi]
+            B[vi + 16] = A[vi]
+
+
+@T.script
+def init_nested(A: T.Buffer((4, 8), "float32"), B: T.Buffer((4,), "float32")):
+    for i in range(4):
+        with T.block("outer"):
+            vi = T.remap("S", i)
+            for k in range(8):
+                with T.block("red"):
+                    vk = T.remap("R", k)
+                    with T.init():
+                        for z in range(1):
+                            with T.block("zero"):
+                                vz = T.spatial_axis(1, z)  # noqa: F841 - the block needs an iterator
+                                B[vi] = A[vi, 0] * 0.0
+                    B[vi] = B[vi] + A[vi, vk]
+
+
+@T.script
+def root_writes(A: T.Buffer((16,), "float32"), B: T.Buffer((16,), "float32")):
+    with T.block("root"):
+        T.reads(A[0:16])
+        T.writes(B[0:16])
+        for i in range(16):
+            with T.block("B"):
+                vi = T.remap("S", i)
+                B[vi] = A[vi] * 2.0
+
+
+@T.script
+def view_writer(A: T.Buffer((16,), "float32"), B: T.Buffer((16,), "float32")):
+    for io in range(4):
+        with T.block("B"):
+            vo = T.remap("S", io)
+            Bv = T.match_buffer(B[vo * 4 : vo * 4 + 4], (4,), "float32")
+            T.reads(A[vo * 4])
+            T.writes(Bv[0])
+            Bv[0] = A[vo * 4] + 1.0
+
+
+def block_node(sch: Schedule, name: str) -> tir.ir.Block:
+    """The block named ``name`` (looked up without recording anything in the trace)."""
+    return TreeIndex(sch.func).blocks[name].block
+
+
+# ---------------------------------------------------------------- goldens and numerics
+
+
+def test_cache_write_of_a_reduction_with_cache_read_of_both_operands(golden) -> None:  # type: ignore[no-untyped-def]
+    sch = Schedule(matmul)
+    block = sch.get_block("C")
+    sch.cache_read(block, 1, "global")
+    sch.cache_read(block, 2, "global")
+    copy = sch.cache_write(block, 0, "local")
+    assert copy.block_name == "C_local"
+    node = block_node(sch, "C")
+    assert [r.buffer.name for r in node.writes] == ["C_local"]
+    assert [r.buffer.name for r in node.reads] == ["C_local", "A_global", "B_global"]
+    check_schedule(sch, matmul, golden, "schedule/cache_write_matmul")
+
+
+def test_cache_write_of_an_intermediate_goes_before_its_readers(golden) -> None:  # type: ignore[no-untyped-def]
+    sch = Schedule(pipeline)
+    sch.cache_write(sch.get_block("B"), 0, "local")
+    assert [r.buffer.name for r in block_node(sch, "C").reads] == ["B"]  # other readers keep reading B
+    check_schedule(sch, pipeline, golden, "schedule/cache_write_intermediate")
+
+
+def test_cache_write_under_a_split_copies_back_only_the_rows_written(golden) -> None:  # type: ignore[no-untyped-def]
+    sch = Schedule(scale)
+    block = sch.get_block("B")
+    i, _ = sch.get_loops(block)
+    sch.split(i, [None, 32])
+    sch.cache_write(block, 0, "local")
+    index = TreeIndex(sch.func)
+    assert [loop.extent.value for loop in index.loops_above(index.blocks["B_local"])] == [100, 8]
+    check_schedule(sch, scale, golden, "schedule/cache_write_split")
+
+
+def test_cache_write_of_a_reduction_split_with_a_predicate(golden) -> None:  # type: ignore[no-untyped-def]
+    sch = Schedule(matmul)
+    block = sch.get_block("C")
+    i, j, k = sch.get_loops(block)
+    k_outer, k_inner = sch.split(k, [None, 5])  # 5 * 5 > 24: a T.where on the reduction
+    sch.reorder(k_outer, i, j, k_inner)
+    sch.cache_write(block, 0, "local")
+    check_schedule(sch, matmul, golden, "schedule/cache_write_split_reduction")
+
+
+def test_cache_write_inside_a_nested_block_scope(golden) -> None:  # type: ignore[no-untyped-def]
+    sch = Schedule(tiles)
+    sch.cache_write(sch.get_block("B"), 0, "local")
+    assert [b.name for b in block_node(sch, "outer").alloc_buffers] == ["B_local"]
+    check_schedule(sch, tiles, golden, "schedule/cache_write_nested_scope")
+
+
+def test_cache_write_then_reverse_compute_at_copies_back_per_tile(golden) -> None:  # type: ignore[no-untyped-def]
+    sch = Schedule(matmul)
+    block = sch.get_block("C")
+    i, j, k = sch.get_loops(block)
+    i_outer, i_inner = sch.split(i, [None, 8])
+    j_outer, j_inner = sch.split(j, [None, 8])
+    sch.reorder(i_outer, j_outer, i_inner, j_inner, k)
+    copy = sch.cache_write(block, 0, "local")
+    sch.reverse_compute_at(copy, j_outer)
+    check_schedule(sch, matmul, golden, "schedule/cache_write_per_tile")
+
+
+def test_cache_write_names_stay_unique() -> None:
+    sch = Schedule(pipeline)
+    first = sch.cache_write(sch.get_block("B"), 0, "local")
+    second = sch.cache_write(first, 0, "local")
+    assert (first.block_name, second.block_name) == ("B_local", "B_local_1")
+    check_numerics(pipeline, sch.func)
+
+
+# ---------------------------------------------------------------- preconditions
+
+
+def refused(sch: Schedule, original: tir.PrimFunc, message: str, index: int = 0, scope: str = "local") -> None:
+    with pytest.raises(ScheduleError, match=message):
+        sch.cache_write(sch.get_block("B"), index, scope)
+    assert tir.structural_equal(sch.func, original)  # a refused primitive changes nothing
+
+
+def test_cache_write_rejects_a_buffer_index_out_of_range() -> None:
+    refused(Schedule(scale), scale, r"cache_write: block 'B': buffer index 1 is out of range", index=1)
+
+
+def test_cache_write_rejects_an_unknown_scope() -> None:
+    refused(Schedule(scale), scale, r"unknown storage scope 'registers'", scope="registers")
+
+
+def test_cache_write_rejects_the_root_block() -> None:
+    sch = Schedule(root_writes)
+    with pytest.raises(ScheduleError, match=r"the root block has no scope to put the copy in"):
+        sch.cache_write(sch.get_block("root"), 0, "local")
+    assert tir.structural_equal(sch.func, root_writes)
+
+
+def test_cache_write_rejects_a_block_inside_an_init() -> None:
+    sch = Schedule(init_nested)
+    with pytest.raises(ScheduleError, match=r"the block is inside the init of 'red'"):
+        sch.cache_write(sch.get_block("zero"), 0, "local")
+    assert tir.structural_equal(sch.func, init_nested)
+
+
+def test_cache_write_rejects_two_write_regions_of_the_buffer() -> None:
+    refused(Schedule(two_regions), two_regions, r"the block lists 2 write regions of B")
+
+
+def test_cache_write_rejects_a_block_writing_a_region() -> None:
+    refused(Schedule(rows), rows, r"each instance must write one element of B, but the block writes a region")
+
+
+def test_cache_write_rejects_a_block_under_an_if() -> None:
+    refused(Schedule(guarded), guarded, r"the block is under an if inside its scope")
+
+
+def test_cache_write_rejects_other_elements_touched() -> None:
+    refused(Schedule(mirror), mirror, r"the block touches B elsewhere than the element it writes")
+
+
+def test_cache_write_rejects_a_read_before_the_write() -> None:
+    refused(Schedule(accumulate), accumulate, r"the block must store to B unconditionally before anything else")
+
+
+def test_cache_write_rejects_a_conditional_store() -> None:
+    refused(
+        Schedule(conditional_store), conditional_store, r"the block must store to B unconditionally before anything"
+    )
+
+
+def test_cache_write_rejects_an_init_that_reads_the_buffer() -> None:
+    refused(Schedule(reading_init), reading_init, r"its init must store to B unconditionally")
+
+
+def test_cache_write_rejects_an_init_not_run_first() -> None:
+    refused(
+        Schedule(reversed_reduction),
+        reversed_reduction,
+        r"cannot prove the first instance of each element of B runs the init",
+    )
+
+
+@pytest.mark.parametrize(
+    "program,detail",
+    [
+        (every_other, r"loop i has coefficient 2, expected 1"),
+        (diagonal, r"loop i feeds indices 0 and 1"),
+        (halves, r"not a sum of loop variables times constants"),
+        (scatter, r"index 0 is Idx\[i\], which reads memory"),
+        (evens, r"the predicate i % 2 == 0 is not an upper bound on one index"),
+        (symbolic_reduction, r"loop k may run no iteration"),
+    ],
+    ids=["coefficient", "coupled", "nonlinear", "data_dependent", "predicate", "empty_loop"],
+)
+def test_cache_write_rejects_writes_that_are_not_a_dense_box(program: tir.PrimFunc, detail: str) -> None:
+    refused(Schedule(program), program, r"cannot prove the instances write a dense box of B \(.*" + detail)
+
+
+def test_cache_write_rejects_loop_bounds_depending_on_outer_loops() -> None:
+    refused(Schedule(triangle), triangle, r"loop j has bounds that depend on outer loops")
+
+
+def test_cache_write_rejects_another_access_in_the_same_loop_nest() -> None:
+    refused(Schedule(same_nest), same_nest, r"another statement in the block's loop nest touches B")
+
+
+def test_cache_write_rejects_a_buffer_not_defined_in_the_scope() -> None:
+    refused(Schedule(view_writer), view_writer, r"Bv is not defined in the scope of block 'root'")

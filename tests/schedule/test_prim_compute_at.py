@@ -1,0 +1,511 @@
+"""compute_at: golden, numerics, replay, and one negative test per precondition."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+from schedule_testing import check_numerics, check_schedule
+
+import tir
+import tir.script as T
+from tir.ir import PrimFunc
+from tir.schedule import Schedule, ScheduleError
+from tir.schedule.primitives.compute_location import compute_location_candidates
+
+sys.path.insert(0, str(Path(__file__).parents[2] / "examples"))
+from conv2d_nhwc import conv2d_nhwc  # noqa: E402
+
+
+@T.script
+def stencil(A: T.Buffer((17,), "float32"), C: T.Buffer((16,), "float32")):
+    B = T.alloc_buffer((17,), "float32")
+    for i in range(17):
+        with T.block("B"):
+            vi = T.remap("S", i)
+            B[vi] = A[vi] * 2.0
+    for i in range(16):
+        with T.block("C"):
+            vi = T.remap("S", i)
+            C[vi] = B[vi] + B[vi + 1]
+
+
+@T.script
+def chain(A: T.Buffer((16, 8), "float32"), C: T.Buffer((16, 8), "float32")):
+    B = T.alloc_buffer((16, 8), "float32")
+    for i, j in T.grid(16, 8):
+        with T.block("B"):
+            vi, vj = T.remap("SS", i, j)
+            B[vi, vj] = A[vi, vj] * 2.0
+    for i, j in T.grid(16, 8):
+        with T.block("C"):
+            vi, vj = T.remap("SS", i, j)
+            C[vi, vj] = B[vi, vj] + 1.0
+
+
+@T.script
+def matmul_relu(A: T.Buffer((16, 16), "float32"), B: T.Buffer((16, 16), "float32"), D: T.Buffer((16, 16), "float32")):
+    As = T.alloc_buffer((16, 16), "float32")
+    C = T.alloc_buffer((16, 16), "float32")
+    for i, j in T.grid(16, 16):
+        with T.block("As"):
+            vi, vj = T.remap("SS", i, j)
+            As[vi, vj] = A[vi, vj] * 2.0
+    for i, j, k in T.grid(16, 16, 16):
+        with T.block("C"):
+            vi, vj, vk = T.remap("SSR", i, j, k)
+            with T.init():
+                C[vi, vj] = 0.0
+            C[vi, vj] += As[vi, vk] * B[vk, vj]
+    for i, j in T.grid(16, 16):
+        with T.block("D"):
+            vi, vj = T.remap("SS", i, j)
+            D[vi, vj] = T.max(C[vi, vj], 0.0)
+
+
+# ---------------------------------------------------------------- positive
+
+
+def test_compute_at_stencil_recomputes_overlap(golden) -> None:  # type: ignore[no-untyped-def]
+    sch = Schedule(stencil)
+    (i,) = sch.get_loops(sch.get_block("C"))
+    sch.compute_at(sch.get_block("B"), i)
+    check_schedule(sch, stencil, golden, "schedule/compute_at_stencil")
+    assert sch.get_loop_node(sch.get_loops(sch.get_block("B"))[1]).extent.value == 2
+
+
+def test_compute_at_inner_loop_drops_unit_loops(golden) -> None:  # type: ignore[no-untyped-def]
+    sch = Schedule(chain)
+    _, j = sch.get_loops(sch.get_block("C"))
+    sch.compute_at(sch.get_block("B"), j)
+    check_schedule(sch, chain, golden, "schedule/compute_at_chain_inner")
+    assert len(sch.get_loops(sch.get_block("B"))) == 2
+
+
+def test_compute_at_preserve_unit_loops(golden) -> None:  # type: ignore[no-untyped-def]
+    sch = Schedule(chain)
+    _, j = sch.get_loops(sch.get_block("C"))
+    sch.compute_at(sch.get_block("B"), j, preserve_unit_loops=True)
+    check_schedule(sch, chain, golden, "schedule/compute_at_chain_unit_loops")
+    assert len(sch.get_loops(sch.get_block("B"))) == 4
+
+
+def test_compute_at_elementwise_producer_of_matmul(golden) -> None:  # type: ignore[no-untyped-def]
+    sch = Schedule(matmul_relu)
+    i, _, _ = sch.get_loops(sch.get_block("C"))
+    sch.compute_at(sch.get_block("As"), i)
+    check_schedule(sch, matmul_relu, golden, "schedule/compute_at_matmul_row")
+
+
+def test_compute_at_reduction_producer_keeps_its_reduction_loop(golden) -> None:  # type: ignore[no-untyped-def]
+    sch = Schedule(matmul_relu)
+    _, j = sch.get_loops(sch.get_block("D"))
+    sch.compute_at(sch.get_block("C"), j)
+    sch.compute_at(sch.get_block("As"), j)
+    check_schedule(sch, matmul_relu, golden, "schedule/compute_at_matmul_reduction")
+    # The reduction loop is regenerated inside, over the whole reduction domain.
+    loops = sch.get_loops(sch.get_block("C"))
+    assert [sch.get_loop_node(loop).extent.value for loop in loops] == [16, 16, 16]
+
+
+def test_compute_at_split_loop_clips_to_the_domain(golden) -> None:  # type: ignore[no-untyped-def]
+    sch = Schedule(matmul_relu)
+    i, _, _ = sch.get_loops(sch.get_block("C"))
+    _, i1 = sch.split(i, [None, 5])
+    sch.compute_at(sch.get_block("As"), i1)
+    check_schedule(sch, matmul_relu, golden, "schedule/compute_at_split_predicate")
+    assert "T.where(i_0 * 5 + i_1 < 16)" in sch.func.script()
+
+
+def test_compute_at_moves_deeper_twice(golden) -> None:  # type: ignore[no-untyped-def]
+    sch = Schedule(matmul_relu)
+    i, j, _ = sch.get_loops(sch.get_block("C"))
+    block = sch.get_block("As")
+    sch.compute_at(block, i)
+    sch.compute_at(block, j)
+    check_schedule(sch, matmul_relu, golden, "schedule/compute_at_twice")
+
+
+def test_compute_at_conv_padding(golden) -> None:  # type: ignore[no-untyped-def]
+    sch = Schedule(conv2d_nhwc)
+    _, _, w, *_ = sch.get_loops(sch.get_block("conv"))
+    sch.compute_at(sch.get_block("pad"), w)
+    check_schedule(sch, conv2d_nhwc, golden, "schedule/compute_at_conv_pad", rtol=1e-4)
+
+
+@T.script
+def nested_scope(A: T.Buffer((16,), "float32"), C: T.Buffer((16,), "float32")):
+    B = T.alloc_buffer((16,), "float32")
+    for io in range(4):
+        with T.block("outer"):
+            vo = T.remap("S", io)
+            for ii in range(4):
+                with T.block("B"):
+                    vi = T.spatial_axis(16, vo * 4 + ii)
+                    B[vi] = A[vi] * 2.0
+            for ii in range(4):
+                with T.block("C"):
+                    vi = T.spatial_axis(16, vo * 4 + ii)
+                    C[vi] = B[vi] + 1.0
+
+
+def test_compute_at_inside_a_nested_scope(golden) -> None:  # type: ignore[no-untyped-def]
+    sch = Schedule(nested_scope)
+    (ii,) = sch.get_loops(sch.get_block("C"))
+    sch.compute_at(sch.get_block("B"), ii)
+    check_schedule(sch, nested_scope, golden, "schedule/compute_at_nested_scope")
+
+
+def test_compute_location_candidates() -> None:
+    names = [v.name for v in compute_location_candidates(matmul_relu, "As")]
+    assert names == ["i", "j", "k"]  # the loops of C; D does not read As
+    names = [v.name for v in compute_location_candidates(matmul_relu, "C")]
+    assert names == ["i", "j"]
+    names = [v.name for v in compute_location_candidates(matmul_relu, "D", reverse=True)]
+    assert names == ["i", "j", "k"]
+
+
+@pytest.mark.parametrize("func", [stencil, matmul_relu, nested_scope, conv2d_nhwc], ids=lambda f: f.name)
+def test_every_candidate_location_keeps_the_result(func: PrimFunc) -> None:
+    # What sample_compute_location relies on: a loop the checks accept gives a right program,
+    # for both directions and every block, also after a split that leaves a remainder.
+    base = Schedule(func)
+    last = [r.block.name for r in base.index.blocks.values()][-1]
+    for loop in base.get_loops(base.get_block(last))[:2]:
+        if base.get_loop_node(loop).extent.value > 3:
+            base.split(loop, [None, 3])
+    for program in (func, base.func):
+        for name in [r.block.name for r in Schedule(program).index.blocks.values()][1:]:
+            for reverse in (False, True):
+                for var in compute_location_candidates(program, name, reverse):
+                    sch = Schedule(program)
+                    move = sch.reverse_compute_at if reverse else sch.compute_at
+                    move(sch.get_block(name), sch.loop_rv(var))
+                    check_numerics(func, sch.func, llvm=False, rtol=1e-4)
+
+
+# ---------------------------------------------------------------- negative
+
+
+@T.script
+def inner_loop(A: T.Buffer((4, 4), "float32"), C: T.Buffer((4, 4), "float32")):
+    B = T.alloc_buffer((4, 4), "float32")
+    for i in range(4):
+        with T.block("B"):
+            vi = T.remap("S", i)
+            for j in range(4):
+                B[vi, j] = A[vi, j] * 2.0
+    for i, j in T.grid(4, 4):
+        with T.block("C"):
+            vi, vj = T.remap("SS", i, j)
+            C[vi, vj] = B[vi, vj] + 1.0
+
+
+@T.script
+def two_outputs(A: T.Buffer((16,), "float32"), C: T.Buffer((16,), "float32")):
+    B = T.alloc_buffer((16,), "float32")
+    B2 = T.alloc_buffer((16,), "float32")
+    for i in range(16):
+        with T.block("B"):
+            vi = T.remap("S", i)
+            B[vi] = A[vi]
+            B2[vi] = A[vi]
+    for i in range(16):
+        with T.block("C"):
+            vi = T.remap("S", i)
+            C[vi] = B[vi] + B2[vi]
+
+
+@T.script
+def param_producer(A: T.Buffer((16,), "float32"), B: T.Buffer((16,), "float32"), C: T.Buffer((16,), "float32")):
+    for i in range(16):
+        with T.block("B"):
+            vi = T.remap("S", i)
+            B[vi] = A[vi] * 2.0
+    for i in range(16):
+        with T.block("C"):
+            vi = T.remap("S", i)
+            C[vi] = B[vi] + 1.0
+
+
+@T.script
+def read_outside_scope(A: T.Buffer((16,), "float32"), C: T.Buffer((16,), "float32"), D: T.Buffer((16,), "float32")):
+    B = T.alloc_buffer((16,), "float32")
+    for io in range(4):
+        with T.block("outer"):
+            vo = T.remap("S", io)
+            for ii in range(4):
+                with T.block("B"):
+                    vi = T.spatial_axis(16, vo * 4 + ii)
+                    B[vi] = A[vi] * 2.0
+            for ii in range(4):
+                with T.block("C"):
+                    vi = T.spatial_axis(16, vo * 4 + ii)
+                    C[vi] = B[vi] + 1.0
+    for i in range(16):
+        with T.block("D"):
+            vi = T.remap("S", i)
+            D[vi] = B[vi]
+
+
+@T.script
+def two_writers(A: T.Buffer((16,), "float32"), C: T.Buffer((16,), "float32")):
+    B = T.alloc_buffer((16,), "float32")
+    for i in range(8):
+        with T.block("B0"):
+            vi = T.remap("S", i)
+            B[vi] = A[vi]
+    for i in range(8):
+        with T.block("B1"):
+            vi = T.spatial_axis(16, i + 8)
+            B[vi] = A[vi]
+    for i in range(16):
+        with T.block("C"):
+            vi = T.remap("S", i)
+            C[vi] = B[vi]
+
+
+@T.script
+def no_consumer(A: T.Buffer((16,), "float32"), C: T.Buffer((16,), "float32")):
+    B = T.alloc_buffer((16,), "float32")
+    for i in range(16):
+        with T.block("B"):
+            vi = T.remap("S", i)
+            B[vi] = A[vi]
+    for i in range(16):
+        with T.block("C"):
+            vi = T.remap("S", i)
+            C[vi] = A[vi]
+
+
+@T.script
+def two_consumers(A: T.Buffer((16,), "float32"), C: T.Buffer((16,), "float32"), D: T.Buffer((16,), "float32")):
+    B = T.alloc_buffer((16,), "float32")
+    for i in range(16):
+        with T.block("B"):
+            vi = T.remap("S", i)
+            B[vi] = A[vi]
+    for i in range(16):
+        with T.block("C"):
+            vi = T.remap("S", i)
+            C[vi] = B[vi]
+    for i in range(16):
+        with T.block("D"):
+            vi = T.remap("S", i)
+            D[vi] = B[vi]
+
+
+@T.script
+def input_overwritten(A: T.Buffer((16,), "float32"), C: T.Buffer((16,), "float32")):
+    X = T.alloc_buffer((16,), "float32")
+    B = T.alloc_buffer((16,), "float32")
+    for i in range(16):
+        with T.block("X0"):
+            vi = T.remap("S", i)
+            X[vi] = A[vi]
+    for i in range(16):
+        with T.block("B"):
+            vi = T.remap("S", i)
+            B[vi] = X[vi] * 2.0
+    for i in range(16):
+        with T.block("X1"):
+            vi = T.remap("S", i)
+            X[vi] = 0.0
+    for i in range(16):
+        with T.block("C"):
+            vi = T.remap("S", i)
+            C[vi] = B[vi] + X[vi]
+
+
+@T.script
+def accumulate_no_init(A: T.Buffer((16, 4), "float32"), C: T.Buffer((16,), "float32")):
+    B = T.alloc_buffer((16,), "float32")
+    for i, k in T.grid(16, 4):
+        with T.block("B"):
+            vi, vk = T.remap("SR", i, k)
+            B[vi] = B[vi] + A[vi, vk]
+    for i in range(16):
+        with T.block("C"):
+            vi = T.remap("S", i)
+            C[vi] = B[vi]
+
+
+@T.script
+def self_reading(A: T.Buffer((16,), "float32"), C: T.Buffer((16,), "float32")):
+    B = T.alloc_buffer((16,), "float32")
+    for i in range(16):
+        with T.block("B"):
+            vi = T.remap("S", i)
+            B[vi] = B[vi] + A[vi]
+    for i in range(16):
+        with T.block("C"):
+            vi = T.remap("S", i)
+            C[vi] = B[vi]
+
+
+@T.script
+def opaque_iter(A: T.Buffer((16,), "float32"), C: T.Buffer((16,), "float32")):
+    B = T.alloc_buffer((16,), "float32")
+    for i in range(16):
+        with T.block("B"):
+            vi = T.opaque_axis(16, i)
+            B[vi] = A[vi]
+    for i in range(16):
+        with T.block("C"):
+            vi = T.remap("S", i)
+            C[vi] = B[vi]
+
+
+@T.script
+def restricting_predicate(A: T.Buffer((16,), "float32"), C: T.Buffer((16,), "float32")):
+    B = T.alloc_buffer((16,), "float32")
+    for i in range(16):
+        with T.block("B"):
+            vi = T.remap("S", i)
+            T.where(i < 8)
+            B[vi] = A[vi]
+    for i in range(16):
+        with T.block("C"):
+            vi = T.remap("S", i)
+            C[vi] = B[vi]
+
+
+@T.script
+def strided_write(A: T.Buffer((16,), "float32"), C: T.Buffer((16,), "float32")):
+    B = T.alloc_buffer((32,), "float32")
+    for i in range(16):
+        with T.block("B"):
+            vi = T.remap("S", i)
+            B[vi * 2] = A[vi]
+    for i in range(16):
+        with T.block("C"):
+            vi = T.remap("S", i)
+            C[vi] = B[vi * 2]
+
+
+@T.script
+def many_to_one(A: T.Buffer((16, 4), "float32"), C: T.Buffer((16,), "float32")):
+    B = T.alloc_buffer((16,), "float32")
+    for i, j in T.grid(16, 4):
+        with T.block("B"):
+            vi, vj = T.remap("SS", i, j)
+            B[vi] = A[vi, vj]
+    for i in range(16):
+        with T.block("C"):
+            vi = T.remap("S", i)
+            C[vi] = B[vi]
+
+
+@T.script
+def reduce_in_index(A: T.Buffer((16, 4), "float32"), C: T.Buffer((16,), "float32")):
+    B = T.alloc_buffer((16, 4), "float32")
+    for i, k in T.grid(16, 4):
+        with T.block("B"):
+            vi, vk = T.remap("SR", i, k)
+            with T.init():
+                B[vi, vk] = 0.0
+            B[vi, vk] = B[vi, vk] + A[vi, vk]
+    for i in range(16):
+        with T.block("C"):
+            vi = T.remap("S", i)
+            C[vi] = B[vi, 0]
+
+
+@T.script
+def symbolic_extent(a: T.handle, c: T.handle, n: T.int32):
+    A = T.match_buffer(a, (n,), "float32")
+    C = T.match_buffer(c, (n, n), "float32")
+    B = T.alloc_buffer((n,), "float32")
+    for i in range(n):
+        with T.block("B"):
+            vi = T.remap("S", i)
+            B[vi] = A[vi]
+    for i, j in T.grid(n, n):
+        with T.block("C"):
+            vi, vj = T.remap("SS", i, j)
+            C[vi, vj] = B[vj]
+
+
+@T.script
+def guarded(A: T.Buffer((16,), "float32"), C: T.Buffer((16,), "float32"), n: T.int32):
+    B = T.alloc_buffer((16,), "float32")
+    if n > 0:
+        for i in range(16):
+            with T.block("B"):
+                vi = T.remap("S", i)
+                B[vi] = A[vi]
+    for i in range(16):
+        with T.block("C"):
+            vi = T.remap("S", i)
+            C[vi] = B[vi]
+
+
+def _loop(sch: Schedule, block: str, position: int):  # type: ignore[no-untyped-def]
+    return sch.get_loops(sch.get_block(block))[position]
+
+
+@pytest.mark.parametrize(
+    "func,block,loop_block,loop_position,message",
+    [
+        (stencil, "B", "B", 0, r"compute_at: block 'B': the block is already under the loop i"),
+        (stencil, "C", "B", 0, r"the loop i comes before the block"),
+        (two_outputs, "B", "C", 0, r"the block must write exactly one buffer, it writes \['B', 'B2'\]"),
+        (param_producer, "B", "C", 0, r"the block writes the function parameter B"),
+        (read_outside_scope, "B", "C", 0, r"buffer B is also read by block 'D' outside the block's scope"),
+        (two_writers, "B0", "C", 0, r"block 'B1' also writes buffer B"),
+        (no_consumer, "B", "C", 0, r"the block has no consumer of B in its scope"),
+        (two_consumers, "B", "C", 0, r"consumer block 'D' is not under the loop i"),
+        (input_overwritten, "B", "C", 0, r"block 'X1' writes buffer X, which the block reads, and would run before"),
+        (accumulate_no_init, "B", "C", 0, r"the block is a reduction without T.init"),
+        (self_reading, "B", "C", 0, r"the block reads a buffer it writes"),
+        (opaque_iter, "B", "C", 0, r"the block has an opaque iterator \(vi\)"),
+        (restricting_predicate, "B", "C", 0, r"the block's predicate \(T.where\) restricts more than its iterator"),
+        (strided_write, "B", "C", 0, r"dimension 0 of the write index of B is not one iterator plus an offset"),
+        (many_to_one, "B", "C", 0, r"the iterator vj does not appear in the write index of B"),
+        (reduce_in_index, "B", "C", 0, r"the reduction iterator vk appears in the write index of B"),
+        (inner_loop, "B", "C", 0, r"the block writes more than one element of B per instance"),
+        (guarded, "B", "C", 0, r"the block and its loops are the only statement of their parent"),
+        (symbolic_extent, "B", "C", 0, r"the region of iterator vi has extent n, which has no constant bound"),
+    ],
+)
+def test_compute_at_refuses(func: PrimFunc, block: str, loop_block: str, loop_position: int, message: str) -> None:
+    sch = Schedule(func)
+    loop = _loop(sch, loop_block, loop_position)
+    with pytest.raises(ScheduleError, match=message):
+        sch.compute_at(sch.get_block(block), loop)
+    assert tir.structural_equal(sch.func, func)  # a refused primitive changes nothing
+
+
+def test_compute_at_refuses_a_loop_inside_the_block() -> None:
+    sch = Schedule(inner_loop)
+    inner = sch.get_child_blocks(sch.get_block("B"))
+    assert inner == []
+    (j,) = [
+        sch.loop_rv(node.loop_var)
+        for node in sch.index.loops.values()
+        if node.loop_var.name == "j" and sch.index.scope_block(node) is sch.index.blocks["B"]
+    ]
+    with pytest.raises(ScheduleError, match=r"compute_at: block 'B': the loop j is inside the block itself"):
+        sch.compute_at(sch.get_block("B"), j)
+    assert tir.structural_equal(sch.func, inner_loop)
+
+
+def test_compute_at_refuses_a_loop_of_another_scope() -> None:
+    sch = Schedule(inner_loop)
+    (j,) = [
+        sch.loop_rv(node.loop_var)
+        for node in sch.index.loops.values()
+        if node.loop_var.name == "j" and sch.index.scope_block(node) is sch.index.blocks["B"]
+    ]
+    with pytest.raises(ScheduleError, match=r"block 'C': the block and the loop j are in different block scopes"):
+        sch.compute_at(sch.get_block("C"), j)
+    assert tir.structural_equal(sch.func, inner_loop)
+
+
+def test_compute_at_refuses_a_removed_loop() -> None:
+    sch = Schedule(stencil)
+    (i,) = sch.get_loops(sch.get_block("C"))
+    sch.split(i, [4, 4])
+    with pytest.raises(ScheduleError, match=r"compute_at: loop i: no such loop in the current program"):
+        sch.compute_at(sch.get_block("B"), i)

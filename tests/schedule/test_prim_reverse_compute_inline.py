@@ -1,0 +1,381 @@
+"""reverse_compute_inline: golden, numerics, replay, and one negative test per precondition."""
+
+from __future__ import annotations
+
+import pytest
+from schedule_testing import check_schedule
+
+import tir
+import tir.script as T
+from tir.ir import PrimFunc
+from tir.schedule import Schedule, ScheduleError
+
+
+@T.script
+def chain(A: T.Buffer((16, 8), "float32"), D: T.Buffer((16, 8), "float32")):
+    B = T.alloc_buffer((16, 8), "float32")
+    C = T.alloc_buffer((16, 8), "float32")
+    for i, j in T.grid(16, 8):
+        with T.block("B"):
+            vi, vj = T.remap("SS", i, j)
+            B[vi, vj] = A[vi, vj] * 2.0
+    for i, j in T.grid(16, 8):
+        with T.block("C"):
+            vi, vj = T.remap("SS", i, j)
+            C[vi, vj] = B[vi, vj] + 1.0
+    for i, j in T.grid(16, 8):
+        with T.block("D"):
+            vi, vj = T.remap("SS", i, j)
+            D[vi, vj] = T.max(C[vi, vj], 0.0)
+
+
+@T.script
+def shifted_transpose(A: T.Buffer((17, 8), "float32"), C: T.Buffer((8, 16), "float32")):
+    B = T.alloc_buffer((17, 8), "float32")
+    for i, j in T.grid(17, 8):
+        with T.block("B"):
+            vi, vj = T.remap("SS", i, j)
+            B[vi, vj] = A[vi, vj] * 2.0
+    for i, j in T.grid(8, 16):
+        with T.block("C"):
+            vi, vj = T.remap("SS", i, j)
+            C[vi, vj] = B[vj + 1, vi] + 1.0
+
+
+@T.script
+def row_pick(A: T.Buffer((16, 4), "float32"), C: T.Buffer((16,), "float32")):
+    B = T.alloc_buffer((16, 4), "float32")
+    for i, j in T.grid(16, 4):
+        with T.block("B"):
+            vi, vj = T.remap("SS", i, j)
+            B[vi, vj] = A[vi, vj] * 2.0
+    for i in range(16):
+        with T.block("C"):
+            vi = T.remap("S", i)
+            C[vi] = B[vi, 2] * B[vi, 2]
+
+
+@T.script
+def matmul_relu(A: T.Buffer((16, 16), "float32"), B: T.Buffer((16, 16), "float32"), D: T.Buffer((16, 16), "float32")):
+    C = T.alloc_buffer((16, 16), "float32")
+    for i, j, k in T.grid(16, 16, 16):
+        with T.block("C"):
+            vi, vj, vk = T.remap("SSR", i, j, k)
+            with T.init():
+                C[vi, vj] = 0.0
+            C[vi, vj] += A[vi, vk] * B[vk, vj]
+    for i, j in T.grid(16, 16):
+        with T.block("D"):
+            vi, vj = T.remap("SS", i, j)
+            D[vi, vj] = T.max(C[vi, vj], 0.0)
+
+
+# ---------------------------------------------------------------- positive
+
+
+def test_reverse_compute_inline_chain(golden) -> None:  # type: ignore[no-untyped-def]
+    sch = Schedule(chain)
+    sch.reverse_compute_inline(sch.get_block("D"))
+    sch.reverse_compute_inline(sch.get_block("C"))
+    check_schedule(sch, chain, golden, "schedule/reverse_compute_inline_chain")
+    assert [r.block.name for r in sch.index.blocks.values()] == ["root", "B"]
+
+
+def test_reverse_compute_inline_inverts_shift_and_transpose(golden) -> None:  # type: ignore[no-untyped-def]
+    # Producer instance (p0, p1) is consumer instance (p1, p0 - 1): row 0 of B maps outside
+    # the consumer's domain, so the producer gets a predicate.
+    sch = Schedule(shifted_transpose)
+    sch.reverse_compute_inline(sch.get_block("C"))
+    check_schedule(sch, shifted_transpose, golden, "schedule/reverse_compute_inline_shift_transpose")
+    assert "T.where" in sch.func.script()
+
+
+def test_reverse_compute_inline_constant_index_masks_producer(golden) -> None:  # type: ignore[no-untyped-def]
+    sch = Schedule(row_pick)
+    sch.reverse_compute_inline(sch.get_block("C"))
+    check_schedule(sch, row_pick, golden, "schedule/reverse_compute_inline_row_pick")
+
+
+def test_reverse_compute_inline_after_split(golden) -> None:  # type: ignore[no-untyped-def]
+    sch = Schedule(chain)
+    i, _ = sch.get_loops(sch.get_block("B"))
+    sch.split(i, [None, 5])
+    sch.reverse_compute_inline(sch.get_block("C"))
+    check_schedule(sch, chain, golden, "schedule/reverse_compute_inline_after_split")
+
+
+# ---------------------------------------------------------------- negative
+
+
+@T.script
+def two_stores(A: T.Buffer((16,), "float32"), C: T.Buffer((16,), "float32")):
+    B = T.alloc_buffer((16,), "float32")
+    for i in range(16):
+        with T.block("B"):
+            vi = T.remap("S", i)
+            B[vi] = A[vi]
+    for i in range(16):
+        with T.block("C"):
+            vi = T.remap("S", i)
+            C[vi] = B[vi]
+            C[vi] = C[vi] + 1.0
+
+
+@T.script
+def self_reading(A: T.Buffer((16,), "float32"), C: T.Buffer((16,), "float32")):
+    B = T.alloc_buffer((16,), "float32")
+    for i in range(16):
+        with T.block("B"):
+            vi = T.remap("S", i)
+            B[vi] = A[vi]
+    for i in range(16):
+        with T.block("C"):
+            vi = T.remap("S", i)
+            C[vi] = C[vi] + B[vi]
+
+
+@T.script
+def restricting_predicate(A: T.Buffer((16,), "float32"), C: T.Buffer((16,), "float32")):
+    B = T.alloc_buffer((16,), "float32")
+    for i in range(16):
+        with T.block("B"):
+            vi = T.remap("S", i)
+            B[vi] = A[vi]
+    for i in range(16):
+        with T.block("C"):
+            vi = T.remap("S", i)
+            T.where(i < 8)
+            C[vi] = B[vi]
+
+
+@T.script
+def no_producer(A: T.Buffer((16,), "float32"), C: T.Buffer((16,), "float32")):
+    for i in range(16):
+        with T.block("C"):
+            vi = T.remap("S", i)
+            C[vi] = A[vi] + 1.0
+
+
+@T.script
+def two_produced(A: T.Buffer((16,), "float32"), C: T.Buffer((16,), "float32")):
+    B = T.alloc_buffer((16,), "float32")
+    E = T.alloc_buffer((16,), "float32")
+    for i in range(16):
+        with T.block("B"):
+            vi = T.remap("S", i)
+            B[vi] = A[vi]
+    for i in range(16):
+        with T.block("E"):
+            vi = T.remap("S", i)
+            E[vi] = A[vi]
+    for i in range(16):
+        with T.block("C"):
+            vi = T.remap("S", i)
+            C[vi] = B[vi] + E[vi]
+
+
+@T.script
+def two_writers(A: T.Buffer((16,), "float32"), C: T.Buffer((16,), "float32")):
+    B = T.alloc_buffer((16,), "float32")
+    for i in range(16):
+        with T.block("B0"):
+            vi = T.remap("S", i)
+            B[vi] = A[vi]
+    for i in range(8):
+        with T.block("B1"):
+            vi = T.remap("S", i)
+            B[vi] = 0.0
+    for i in range(16):
+        with T.block("C"):
+            vi = T.remap("S", i)
+            C[vi] = B[vi]
+
+
+@T.script
+def producer_after(A: T.Buffer((16,), "float32"), C: T.Buffer((16,), "float32"), D: T.Buffer((16,), "float32")):
+    B = T.alloc_buffer((16,), "float32")
+    for i in range(16):
+        with T.block("C"):
+            vi = T.remap("S", i)
+            C[vi] = B[vi]
+    for i in range(16):
+        with T.block("B"):
+            vi = T.remap("S", i)
+            B[vi] = A[vi]
+
+
+@T.script
+def other_scope(A: T.Buffer((16,), "float32"), C: T.Buffer((16,), "float32")):
+    B = T.alloc_buffer((16,), "float32")
+    for i in range(16):
+        with T.block("B"):
+            vi = T.remap("S", i)
+            B[vi] = A[vi]
+    for io in range(4):
+        with T.block("outer"):
+            vo = T.remap("S", io)
+            for ii in range(4):
+                with T.block("C"):
+                    vi = T.spatial_axis(16, vo * 4 + ii)
+                    C[vi] = B[vi]
+            for ii in range(4):
+                with T.block("C2"):
+                    vi = T.spatial_axis(16, vo * 4 + ii)
+                    C[vi] = C[vi] * 2.0
+
+
+@T.script
+def param_intermediate(A: T.Buffer((16,), "float32"), B: T.Buffer((16,), "float32"), C: T.Buffer((16,), "float32")):
+    for i in range(16):
+        with T.block("B"):
+            vi = T.remap("S", i)
+            B[vi] = A[vi]
+    for i in range(16):
+        with T.block("C"):
+            vi = T.remap("S", i)
+            C[vi] = B[vi]
+
+
+@T.script
+def two_readers(A: T.Buffer((16,), "float32"), C: T.Buffer((16,), "float32"), D: T.Buffer((16,), "float32")):
+    B = T.alloc_buffer((16,), "float32")
+    for i in range(16):
+        with T.block("B"):
+            vi = T.remap("S", i)
+            B[vi] = A[vi]
+    for i in range(16):
+        with T.block("C"):
+            vi = T.remap("S", i)
+            C[vi] = B[vi]
+    for i in range(16):
+        with T.block("D"):
+            vi = T.remap("S", i)
+            D[vi] = B[vi]
+
+
+@T.script
+def producer_with_loop(A: T.Buffer((16, 4), "float32"), C: T.Buffer((16, 4), "float32")):
+    B = T.alloc_buffer((16, 4), "float32")
+    for i in range(16):
+        with T.block("B"):
+            vi = T.remap("S", i)
+            for j in range(4):
+                B[vi, j] = A[vi, j]
+    for i, j in T.grid(16, 4):
+        with T.block("C"):
+            vi, vj = T.remap("SS", i, j)
+            C[vi, vj] = B[vi, vj]
+
+
+@T.script
+def producer_reads_itself(A: T.Buffer((16,), "float32"), C: T.Buffer((16,), "float32")):
+    B = T.alloc_buffer((16,), "float32")
+    for i in range(16):
+        with T.block("B"):
+            vi = T.remap("S", i)
+            B[vi] = B[vi] + A[vi]
+    for i in range(16):
+        with T.block("C"):
+            vi = T.remap("S", i)
+            C[vi] = B[vi]
+
+
+@T.script
+def vector_read(A: T.Buffer((16,), "float32"), C: T.Buffer((16,), "float32")):
+    B = T.alloc_buffer((16,), "float32")
+    for i in range(16):
+        with T.block("B"):
+            vi = T.remap("S", i)
+            B[vi] = A[vi]
+    for i in range(4):
+        with T.block("C"):
+            vi = T.remap("S", i)
+            C[T.ramp(vi * 4, 1, 4)] = B[T.ramp(vi * 4, 1, 4)]
+
+
+@T.script
+def two_indices(A: T.Buffer((17,), "float32"), C: T.Buffer((16,), "float32")):
+    B = T.alloc_buffer((17,), "float32")
+    for i in range(17):
+        with T.block("B"):
+            vi = T.remap("S", i)
+            B[vi] = A[vi]
+    for i in range(16):
+        with T.block("C"):
+            vi = T.remap("S", i)
+            C[vi] = B[vi] + B[vi + 1]
+
+
+@T.script
+def broadcast(A: T.Buffer((16,), "float32"), C: T.Buffer((16, 4), "float32")):
+    B = T.alloc_buffer((16,), "float32")
+    for i in range(16):
+        with T.block("B"):
+            vi = T.remap("S", i)
+            B[vi] = A[vi]
+    for i, j in T.grid(16, 4):
+        with T.block("C"):
+            vi, vj = T.remap("SS", i, j)
+            C[vi, vj] = B[vi]
+
+
+@T.script
+def output_read_between(A: T.Buffer((16,), "float32"), C: T.Buffer((16,), "float32"), D: T.Buffer((16,), "float32")):
+    B = T.alloc_buffer((16,), "float32")
+    for i in range(16):
+        with T.block("B"):
+            vi = T.remap("S", i)
+            B[vi] = A[vi]
+    for i in range(16):
+        with T.block("X"):
+            vi = T.remap("S", i)
+            D[vi] = C[vi]
+    for i in range(16):
+        with T.block("C"):
+            vi = T.remap("S", i)
+            C[vi] = B[vi]
+
+
+@T.script
+def guarded(A: T.Buffer((16,), "float32"), C: T.Buffer((16,), "float32"), n: T.int32):
+    B = T.alloc_buffer((16,), "float32")
+    for i in range(16):
+        with T.block("B"):
+            vi = T.remap("S", i)
+            B[vi] = A[vi]
+    if n > 0:
+        for i in range(16):
+            with T.block("C"):
+                vi = T.remap("S", i)
+                C[vi] = B[vi]
+
+
+@pytest.mark.parametrize(
+    "func,block,message",
+    [
+        (matmul_relu, "C", r"reverse_compute_inline: block 'C': the block is a reduction"),
+        (two_stores, "C", r"the block's body is not a single BufferStore"),
+        (self_reading, "C", r"the block reads C, which it writes"),
+        (restricting_predicate, "C", r"the block's predicate \(T.where\) restricts more than its iterator domains"),
+        (no_producer, "C", r"no block writes a buffer the block reads: it has no producer"),
+        (two_produced, "C", r"the block reads more than one buffer written by other blocks: \['B', 'E'\]"),
+        (two_writers, "C", r"buffer B is written by more than one block: \['B0', 'B1'\]"),
+        (producer_after, "C", r"the producer 'B' of B comes after the block"),
+        (other_scope, "C", r"the block and its producer 'B' are in different block scopes"),
+        (param_intermediate, "C", r"buffer B is a function parameter"),
+        (two_readers, "C", r"block 'D' also reads buffer B"),
+        (matmul_relu, "D", r"the producer 'C' is a reduction"),
+        (producer_with_loop, "C", r"the body of the producer 'B' is not a single store"),
+        (producer_reads_itself, "C", r"the producer 'B' must store to B once and not read it"),
+        (vector_read, "C", r"the block reads B with a vector index"),
+        (two_indices, "C", r"the block reads B at more than one index"),
+        (broadcast, "C", r"the read index of B is not an invertible map of the block's iterators"),
+        (output_read_between, "C", r"block 'X', between the producer and the block, accesses buffer C"),
+        (guarded, "C", r"the block and its loops are the only statement of their parent"),
+    ],
+)
+def test_reverse_compute_inline_refuses(func: PrimFunc, block: str, message: str) -> None:
+    sch = Schedule(func)
+    with pytest.raises(ScheduleError, match=message):
+        sch.reverse_compute_inline(sch.get_block(block))
+    assert tir.structural_equal(sch.func, func)  # a refused primitive changes nothing

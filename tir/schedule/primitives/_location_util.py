@@ -1,0 +1,244 @@
+"""Helpers shared by compute_at / reverse_compute_at and compute_inline / reverse_compute_inline.
+
+- ``detachable_nest``: the block together with the loops that hold nothing else, and a check
+  that it sits in a statement sequence it can be taken out of.
+- ``check_domain_predicate``: a block's ``T.where`` may only bound its iterators to their
+  domains (what ``split`` adds), because these primitives rebuild the predicate.
+- ``point_index_map``: which iterator (plus which offset) each dimension of a one-element
+  access is, so that the access can be inverted.
+- ``blocks_in_order`` / ``shares_loop``: program order and loop nesting of blocks, for the
+  dependence rules.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from tir.arith import Analyzer
+from tir.ir import (
+    GE,
+    GT,
+    LE,
+    LT,
+    And,
+    Block,
+    BlockRealize,
+    Buffer,
+    BufferRegion,
+    For,
+    IntImm,
+    IterKind,
+    PrimExpr,
+    Range,
+    SeqStmt,
+    Stmt,
+    Var,
+    post_order_visit,
+)
+from tir.schedule.errors import ScheduleError
+from tir.schedule.primitives._common import block_target
+from tir.schedule.tree import TreeIndex, child_stmts
+
+
+def free_vars(expr: PrimExpr) -> set[Var]:
+    """Variables used in ``expr``."""
+    found: set[Var] = set()
+
+    def visit(node: object) -> None:
+        if isinstance(node, Var):
+            found.add(node)
+
+    post_order_visit(expr, visit)
+    return found
+
+
+def is_true(expr: PrimExpr) -> bool:
+    return isinstance(expr, IntImm) and expr.value != 0
+
+
+def conjuncts(expr: PrimExpr) -> list[PrimExpr]:
+    if isinstance(expr, And):
+        return conjuncts(expr.a) + conjuncts(expr.b)
+    return [expr]
+
+
+def conjunction(conditions: Sequence[PrimExpr]) -> PrimExpr:
+    from tir.ir import const
+
+    result: PrimExpr | None = None
+    for condition in conditions:
+        result = condition if result is None else And(result, condition)
+    return const(True) if result is None else result
+
+
+# ---------------------------------------------------------------- nests
+
+
+def detachable_nest(index: TreeIndex, realize: BlockRealize, primitive: str) -> Stmt:
+    """The outermost statement holding ``realize`` and nothing else (the block and the loops
+    that contain only it). Refuses when it is not an item of a statement sequence, since
+    taking it out would leave its parent without a body."""
+    node: Stmt = realize
+    parent = index.parent_of(node)
+    while isinstance(parent, For) and parent.body is node:
+        node = parent
+        parent = index.parent_of(node)
+    if not isinstance(parent, SeqStmt):
+        raise ScheduleError(
+            primitive,
+            block_target(realize),
+            "the block and its loops are the only statement of their parent, so they cannot be taken out",
+            parent if parent is not None else realize,
+        )
+    return node
+
+
+def blocks_in_order(index: TreeIndex) -> list[BlockRealize]:
+    """Every block realize of the function, in program (pre-)order."""
+    found: list[BlockRealize] = []
+
+    def walk(node: Stmt) -> None:
+        if isinstance(node, BlockRealize):
+            found.append(node)
+            block = node.block
+            if block.init is not None:
+                walk(block.init)
+            walk(block.body)
+            return
+        for child in child_stmts(node):
+            walk(child)
+
+    walk(index.func.body)
+    return found
+
+
+def context_dom(index: TreeIndex, stmt: Stmt) -> dict[Var, Range]:
+    """Ranges of every loop around ``stmt`` and of the iterators of every block around it."""
+    dom: dict[Var, Range] = {}
+    for node in index.ancestors(stmt):
+        if isinstance(node, For):
+            dom[node.loop_var] = Range(node.min, node.extent)
+        elif isinstance(node, Block):
+            for iter_var in node.iter_vars:
+                dom[iter_var.var] = iter_var.dom
+    return dom
+
+
+def enclosing_loops(index: TreeIndex, stmt: Stmt) -> list[For]:
+    """Every loop around ``stmt``, across block boundaries."""
+    return [node for node in index.ancestors(stmt) if isinstance(node, For)]
+
+
+def shares_loop(index: TreeIndex, a: Stmt, b: Stmt) -> bool:
+    """Whether some loop encloses both ``a`` and ``b``."""
+    around_a = {id(loop) for loop in enclosing_loops(index, a)}
+    return any(id(loop) in around_a for loop in enclosing_loops(index, b))
+
+
+def reads_buffer(block: Block, buffer: Buffer) -> bool:
+    return any(region.buffer is buffer for region in block.reads)
+
+
+def writes_buffer(block: Block, buffer: Buffer) -> bool:
+    return any(region.buffer is buffer for region in block.writes)
+
+
+# ---------------------------------------------------------------- predicates
+
+
+def check_domain_predicate(primitive: str, realize: BlockRealize, dom_map: dict[Var, Range]) -> None:
+    """Refuse a ``T.where`` that does more than keep iterators inside their domains.
+
+    Each conjunct must compare one iterator's binding plus a constant with a constant, and
+    follow from that iterator's domain (``i_0 * 32 + i_1 < 100`` for ``vi`` in ``[0, 100)``).
+    Such a predicate only undoes a split's overshoot, so a primitive that regenerates the
+    block's loops may replace it by bounds of its own.
+    """
+    if is_true(realize.predicate):
+        return
+    analyzer = Analyzer()
+    for var, dom in dom_map.items():
+        analyzer.bind(var, dom)
+    for condition in conjuncts(realize.predicate):
+        if not _is_domain_bound(condition, realize, analyzer):
+            raise ScheduleError(
+                primitive,
+                block_target(realize),
+                "the block's predicate (T.where) restricts more than its iterator domains; "
+                "its instances cannot be regenerated",
+                realize.predicate,
+            )
+
+
+def _is_domain_bound(condition: PrimExpr, realize: BlockRealize, analyzer: Analyzer) -> bool:
+    if not isinstance(condition, (LT, LE, GT, GE)):
+        return False
+    difference = analyzer.simplify(condition.a - condition.b)
+    for iter_var, binding in zip(realize.block.iter_vars, realize.iter_values):
+        for sign in (1, -1):
+            offset = analyzer.simplify(difference - binding * sign)
+            if not isinstance(offset, IntImm):
+                continue
+            # condition <=> sign * v + offset  OP  0, for v the iterator.
+            v = Var("v", binding.dtype)
+            checker = Analyzer()
+            checker.bind(v, iter_var.dom)
+            rebuilt = type(condition)(v * sign + offset, IntImm(0, binding.dtype))
+            if checker.can_prove(rebuilt):
+                return True
+    return False
+
+
+# ---------------------------------------------------------------- index maps
+
+
+@dataclass(frozen=True)
+class DimMap:
+    """Dimension ``dim`` of an access is ``var + offset`` (``offset`` free of the block's
+    iterators)."""
+
+    dim: int
+    var: Var
+    offset: PrimExpr
+
+
+def point_index_map(indices: Sequence[PrimExpr], block: Block, analyzer: Analyzer) -> tuple[list[DimMap], list[int]]:
+    """Split the dimensions of an access into ``iterator + offset`` ones and the rest.
+
+    Returns the simple dimensions and the indices of the dimensions that mention an iterator
+    of ``block`` in any other way.
+    """
+    own = {iv.var for iv in block.iter_vars}
+    simple: list[DimMap] = []
+    complex_dims: list[int] = []
+    for dim, index in enumerate(indices):
+        used = free_vars(index) & own
+        if not used:
+            continue
+        if len(used) == 1:
+            var = next(iter(used))
+            offset = analyzer.simplify(index - var)
+            if not (free_vars(offset) & own):
+                simple.append(DimMap(dim, var, offset))
+                continue
+        complex_dims.append(dim)
+    return simple, complex_dims
+
+
+def region_point_indices(region: BufferRegion) -> list[PrimExpr] | None:
+    """The indices of a one-element region, or None when a dimension is wider."""
+    indices = []
+    for rng in region.region:
+        if not (isinstance(rng.extent, IntImm) and rng.extent.value == 1):
+            return None
+        indices.append(rng.min)
+    return indices
+
+
+def iter_kinds(block: Block) -> tuple[list[Var], list[Var], list[Var]]:
+    """The spatial, reduce and opaque iterators of ``block``."""
+    spatial = [iv.var for iv in block.iter_vars if iv.kind is IterKind.SPATIAL]
+    reduce = [iv.var for iv in block.iter_vars if iv.kind is IterKind.REDUCE]
+    opaque = [iv.var for iv in block.iter_vars if iv.kind is IterKind.OPAQUE]
+    return spatial, reduce, opaque
