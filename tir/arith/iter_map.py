@@ -275,8 +275,13 @@ class _Detector:
         self.upper: dict[Any, PrimExpr] = {}
         self.lower: dict[Any, PrimExpr] = {}
         self._extent_memo: dict[Any, tuple[IterMark, PrimExpr]] = {}
+        # Chains of splits the predicate bounds: sums containing one are regrouped around it.
+        self.bounded_chains: dict[Any, list[IterSplit]] = {}
         # Bound keys some conversion or check relied on (a bijective map must use every cut).
         self.consulted: set[Any] = set()
+        # Upper-bound keys the last reading of the predicate stored to (earlier readings may
+        # have left keys of forms the bounds since simplified away).
+        self.touched: set[Any] = set()
         for var, dom in self.dom_map.items():
             for bound in (dom.min, dom.extent):
                 if any(self._is_iter_var(v) for v in _free_vars(bound)):
@@ -403,6 +408,10 @@ class _Detector:
             extent = self.emin(extent, bound)
         if isinstance(mark.source, IterSum) and len(mark.source.args) > 1 and self.upper:
             ordered = list(reversed(mark.source.args))  # scale 1 first
+            total: PrimExpr = self.norm(1)
+            for split in ordered:
+                total = self.mul(total, self.split_extent(split))
+            extent = self.emin(extent, total)
             below: PrimExpr = self.norm(1)
             for k in range(1, len(ordered)):
                 below = self.mul(below, ordered[k - 1].extent)
@@ -468,8 +477,46 @@ class _Detector:
                         break
                 if changed:
                     break
+        if self.bounded_chains and len(merged) > 1:
+            merged = self.regroup(merged)
         merged.sort(key=lambda s: -s.scale.value if isinstance(s.scale, IntImm) else 0)
         return IterSum(tuple(merged), base)
+
+    def regroup(self, args: list[IterSplit]) -> list[IterSplit]:
+        """Replace a scaled copy of a bounded chain among ``args`` by its fused mark.
+
+        ``s3 * 3 + s5 * 2 + s6`` with ``s5 * 2 + s6 < 3`` known is ``s3 * 3 + g`` where ``g``
+        (extent 3) is the fused ``s5 * 2 + s6``: a chain again.
+        """
+        for chain in self.bounded_chains.values():
+            if len(chain) > len(args):
+                continue
+            picked: list[IterSplit] = []
+            factor: PrimExpr | None = None
+            for part in chain:
+                match = next(
+                    (
+                        a
+                        for a in args
+                        if a.mark is part.mark
+                        and self.eq(a.lower_factor, part.lower_factor)
+                        and self.eq(a.extent, part.extent)
+                    ),
+                    None,
+                )
+                if match is None:
+                    break
+                if factor is None:
+                    factor = match.scale  # the chain's first scale is 1
+                elif not self.eq(match.scale, self.mul(factor, part.scale)):
+                    break
+                picked.append(match)
+            else:
+                assert factor is not None
+                fused = self.fuse(chain, "a bounded sum")
+                rest = [a for a in args if all(a is not p for p in picked)]
+                return [*rest, IterSplit(fused.mark, fused.lower_factor, fused.extent, factor)]
+        return args
 
     def wrapped_digit(self, mark: IterMark) -> IterSplit | None:
         """The digit a wrapped mark stands for (see ``wrap``), or None."""
@@ -518,7 +565,7 @@ class _Detector:
                 return None
             ordered.append(found)
             remaining.remove(found)
-            expected = self.mul(expected, found.extent)
+            expected = self.mul(expected, self.split_extent(found))
         return ordered
 
     def fuse(self, args: Sequence[IterSplit], what: str) -> IterSplit:
@@ -539,7 +586,7 @@ class _Detector:
         if mark is None:
             extent = self.norm(1)
             for split in ordered:
-                extent = self.mul(extent, split.extent)
+                extent = self.mul(extent, self.split_extent(split))
             mark = IterMark(IterSum(tuple(reversed(ordered)), self.norm(0)), extent)
             self.fused_marks[key] = mark
         return IterSplit(mark, self.norm(1), mark.extent, self.norm(1))
@@ -668,8 +715,9 @@ class _Detector:
         ``f < 5`` is known), so the conjuncts are read again until the bounds settle.
         """
         conjuncts = [c for c in _conjuncts(predicate) if self.uses_iters(c)]
-        for _ in range(4):
+        for _ in range(6):
             before = (dict(self.upper), dict(self.lower))
+            self.touched = set()
             unsupported = []
             for conjunct in conjuncts:
                 if not self._add_bound(conjunct):
@@ -716,29 +764,65 @@ class _Detector:
         return self.args_key([IterSplit(split.mark, split.lower_factor, split.extent, self.norm(1))])
 
     def _record(self, value: IterSum, bound: PrimExpr, table: dict[Any, PrimExpr]) -> bool:
+        """Record ``value - value.base < bound`` (upper table) or ``>= bound`` (lower table)."""
         if any(not _is_int(s.scale) or s.scale.value < 0 for s in value.args):  # type: ignore[union-attr]
             return False
         ordered = self.chain(value.args)
-        args = ordered if ordered is not None else list(value.args)
         if table is self.upper and ordered is not None:
-            total: PrimExpr = self.norm(1)
-            for split in ordered:
-                total = self.mul(total, split.extent)
-            if self.le(total, bound):
-                return True  # the bound cuts nothing
-            if _is_int(bound) and bound.value <= 1:  # type: ignore[union-attr]
-                if bound.value <= 0:  # type: ignore[union-attr]
-                    raise _Fail(f"the predicate bounds {value.to_expr()} below its smallest value: never true")
-                for split in ordered:  # the sum is pinned to 0, and so is each of its digits
-                    self._store(self.unit_key(split), bound, table)
-                return True
+            self._bound_chain(ordered, bound)
+            return True
+        args = ordered if ordered is not None else list(value.args)
         key = self.args_key(args)
         if len(args) == 1 and self._is_whole(args[0]):
             key = self.mark_key(args[0].mark)
         self._store(key, bound, table)
         return True
 
+    def _bound_chain(self, ordered: list[IterSplit], bound: PrimExpr) -> None:
+        """An upper bound on a chain sum (``ordered``: scale 1 first).
+
+        A bound that only cuts the top digit (``bound`` a multiple of the digits below) is
+        a bound on that digit, so the chain stays a box; a bound of 1 pins every digit.
+        """
+        below: PrimExpr = self.norm(1)
+        for split in ordered[:-1]:
+            below = self.mul(below, self.split_extent(split))
+        if self.le(self.mul(below, self.split_extent(ordered[-1])), bound):
+            return  # the bound cuts nothing
+        if _is_int(bound) and bound.value <= 0:  # type: ignore[union-attr]
+            shown = " + ".join(str(s) for s in ordered)
+            raise _Fail(f"the predicate bounds {shown} below its smallest value: it is never true")
+        if len(ordered) == 1:
+            self._bound_digit(ordered[0], bound)
+        elif _is_int(bound, 1):
+            for split in ordered:
+                self._bound_digit(split, bound)
+        elif self.divides(below, bound):
+            self._bound_digit(ordered[-1], self.floordiv(bound, below))
+        else:
+            key = self.args_key(ordered)
+            self.bounded_chains[key] = ordered
+            self._store(key, bound, self.upper)
+
+    def _bound_digit(self, split: IterSplit, bound: PrimExpr) -> None:
+        """An upper bound on the (unscaled) value of one digit."""
+        unit = IterSplit(split.mark, split.lower_factor, split.extent, self.norm(1))
+        if self.le(self.split_extent(unit), bound):
+            return
+        mark = split.mark
+        if self.is_top(unit):
+            # A bound on the top digit bounds the whole mark.
+            mark_bound = self.mul(bound, unit.lower_factor)
+            if isinstance(mark.source, IterSum) and len(mark.source.args) > 1:
+                self._bound_chain(list(reversed(mark.source.args)), mark_bound)
+            else:
+                self._store(self.mark_key(mark), mark_bound, self.upper)
+        else:
+            self._store(self.unit_key(unit), bound, self.upper)
+
     def _store(self, key: Any, bound: PrimExpr, table: dict[Any, PrimExpr]) -> None:
+        if table is self.upper:
+            self.touched.add(key)
         old = table.get(key)
         if old is not None:
             bound = self.emin(old, bound) if table is self.upper else self.simplify(Max(old, _like(bound, old)))
@@ -897,9 +981,14 @@ class _Digits:
                 errors.append(problem)
                 continue
             if isinstance(mark.source, IterSum):
+                # Widening at unaligned positions loses precision: check fused marks themselves.
+                fused = len(mark.source.args) > 1
+                if bijective and fused and uses and not self._covers(uses, self.det.effective_extent(mark), mark):
+                    errors.append(f"not every value of {name} is used: the map is not injective")
+                    continue
                 for run in self._runs(uses):
                     self._propagate(mark, run)
-            elif not self._covers(uses, self.det.effective_extent(mark)):
+            elif not self._covers(uses, self.det.effective_extent(mark), mark):
                 if bijective:
                     errors.append(f"not every iteration of {name} is used: the map is not injective")
                 unused.append(mark.source)
@@ -938,6 +1027,14 @@ class _Digits:
                 )
         return None
 
+    def _pinned(self, mark: IterMark | None, low: PrimExpr, high: PrimExpr) -> bool:
+        """Whether the predicate pins the digits ``[low, high)`` of ``mark`` to 0."""
+        det = self.det
+        if mark is None or not det.lt(low, high) or not det.divides(low, high):
+            return False
+        digit = IterSplit(mark, low, det.floordiv(high, low), det.norm(1))
+        return _is_int(det.split_extent(digit), 1)
+
     def _runs(self, uses: list[_Use]) -> list[_Use]:
         """Contiguous uses merged into one (their owners together)."""
         runs: list[_Use] = []
@@ -956,7 +1053,7 @@ class _Digits:
         ordered = list(reversed(mark.source.args))  # scale 1 first
         bounds: list[PrimExpr] = [det.norm(1)]
         for split in ordered[:-1]:
-            bounds.append(det.mul(bounds[-1], split.extent))
+            bounds.append(det.mul(bounds[-1], det.split_extent(split)))
         # Positions not aligned with the source digits widen the use (conservatively).
         low = use.low
         for k, boundary in enumerate(bounds):
@@ -992,11 +1089,11 @@ class _Digits:
                 inner_high = det.mul(split.lower_factor, det.floordiv(part_high, boundary))
             self._add(split.mark, _Use(inner_low, inner_high, use.owners))
 
-    def _covers(self, uses: list[_Use], effective: PrimExpr) -> bool:
+    def _covers(self, uses: list[_Use], effective: PrimExpr, mark: IterMark | None = None) -> bool:
         det = self.det
         position: PrimExpr = det.norm(1)
         for use in uses:
-            if not det.eq(use.low, position):
+            if not det.eq(use.low, position) and not self._pinned(mark, position, use.low):
                 return False
             if use.high is None:
                 return True
@@ -1062,7 +1159,7 @@ def detect_iter_map(
     except _Fail as exc:
         return IterMapResult(None, [str(exc)], check_level=check_level, dom_map=dict(dom_map))
     if bijective:
-        for key in det.upper:
+        for key in det.touched:
             if key not in det.consulted:
                 digit_errors.append(
                     "the predicate bounds a sum of iterators that no binding is made of: "
@@ -1203,7 +1300,7 @@ def inverse_iter_map(result: IterMapResult, outputs: Sequence[PrimExpr]) -> dict
             for k, split in enumerate(ordered):
                 digit = total if _is_int(split.scale, 1) else FloorDiv(total, _like(split.scale, total))
                 if k + 1 < len(ordered):
-                    digit = FloorMod(digit, _like(split.extent, digit))
+                    digit = FloorMod(digit, _like(det.split_extent(split), digit))
                 record(split, det.simplify(digit))
     for var, dom in result.dom_map.items():
         if var not in resolved:

@@ -195,7 +195,8 @@ class _Rewriter:
 
     def reuse(self, new: PrimExpr, old: PrimExpr | None) -> PrimExpr:
         """``old`` when ``new`` is structurally identical to it (edits that change nothing)."""
-        if old is not None and new is not old and self.key(new) == self.key(old):
+        # Nodes of different classes never have equal keys: skip computing them.
+        if old is not None and new is not old and type(new) is type(old) and self.key(new) == self.key(old):
             return old
         return new
 
@@ -702,6 +703,9 @@ class Analyzer:
         self._var_ranges: dict[Var, Range] = {}
         self._var_bounds: dict[Var, ConstIntBound] = {}
         self._var_values: dict[Var, PrimExpr] = {}
+        # One rewriter serves every query until the next ``bind``: its memo tables (keyed by
+        # node identity) then carry over between queries about the same expressions.
+        self._rewriter: _Rewriter | None = None
 
     def bind(self, var: Var, value: Range | PrimExpr | int) -> None:
         """Record that ``var`` ranges over ``value`` (a Range) or equals it (an expression).
@@ -709,6 +713,7 @@ class Analyzer:
         A range of extent 1 binds the variable to its start.
         """
         # A new binding replaces whatever was known about the variable.
+        self._rewriter = None
         self._var_ranges.pop(var, None)
         self._var_bounds.pop(var, None)
         self._var_values.pop(var, None)
@@ -728,17 +733,23 @@ class Analyzer:
             evaluator.var_bounds[var] = evaluator.bound(value)
         return evaluator
 
+    def _current_rewriter(self) -> _Rewriter:
+        if self._rewriter is None:
+            self._rewriter = _Rewriter(self._evaluator(), self._var_values)
+        return self._rewriter
+
     def simplify(self, expr: PrimExpr) -> PrimExpr:
         """``expr`` simplified under what is known; the same object when nothing changes."""
-        return _Rewriter(self._evaluator(), self._var_values).simplify(expr)
+        return self._current_rewriter().simplify(expr)
 
     def const_int_bound(self, expr: PrimExpr) -> ConstIntBound:
         """Constant bounds of ``expr`` (of its simplified form when that is tighter)."""
-        evaluator = self._evaluator()
+        rewriter = self._current_rewriter()
+        evaluator = rewriter.bounds
         direct = evaluator.bound(expr)
         if direct.is_const or not (expr.dtype.is_integer and expr.dtype.lanes == 1):
             return direct
-        simplified = _Rewriter(evaluator, self._var_values).simplify(expr)
+        simplified = rewriter.simplify(expr)
         if simplified is expr:
             return direct
         other = evaluator.bound(simplified)
@@ -763,7 +774,7 @@ class Analyzer:
             return True
         if a.dtype != b.dtype:
             return False
-        rewriter = _Rewriter(self._evaluator(), self._var_values)
+        rewriter = self._current_rewriter()
         if is_index_dtype(a.dtype):
             difference = _sum_add(rewriter.to_sum(a), rewriter.to_sum(b), -1)
             if difference.is_const:

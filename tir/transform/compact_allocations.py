@@ -322,11 +322,22 @@ class _Placer:
         for step in steps:
             reads = _touched_region(step, self.buffer, stores=False, lets=lets)
             if reads is not None and not any(_contains(self.outer, box, reads) for box in boxes):
-                return False
+                if not self.self_sufficient(step):
+                    return False
             writes = _ExactWrites(self.buffer, self.outer, lets)
             writes.visit(step)
             boxes.extend(writes.boxes)
         return True
+
+    def self_sufficient(self, step: Stmt) -> bool:
+        """Whether ``step`` is a loop each of whose iterations writes what it reads first.
+
+        Then the step needs no earlier writes: what an iteration reads was written by that same
+        iteration (a packed tile computed and used under one tile loop, for example).
+        """
+        if not isinstance(step, For) or step.kind is ForKind.VECTORIZED:
+            return False
+        return self.reads_covered(step.body)
 
     def iterations_disjoint(self, loop: For) -> bool:
         """Whether different iterations of ``loop`` touch disjoint parts of the buffer."""

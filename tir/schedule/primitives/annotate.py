@@ -17,7 +17,22 @@ from __future__ import annotations
 
 from typing import Any
 
-from tir.ir import THREAD_TAGS, BlockRealize, For, ForKind, IntImm, IterKind, PrimFunc, Stmt, Var
+from tir.ir import (
+    THREAD_TAGS,
+    Block,
+    BlockRealize,
+    Buffer,
+    BufferLoad,
+    BufferStore,
+    For,
+    ForKind,
+    IntImm,
+    IterKind,
+    Node,
+    PrimFunc,
+    Stmt,
+    Var,
+)
 from tir.schedule.errors import ScheduleError
 from tir.schedule.handles import BlockRV, LoopRV
 from tir.schedule.primitives._common import doc_from, loop_target
@@ -63,8 +78,14 @@ def _check_kind(loop: For, kind: ForKind, thread_tag: str | None, primitive: str
     return False
 
 
-def _check_independent(index: TreeIndex, loop: For, kind: ForKind, primitive: str) -> None:
-    """Iterations of ``loop`` may run at the same time (see the module docstring)."""
+def _check_independent(
+    index: TreeIndex, loop: For, kind: ForKind, primitive: str, scratch: frozenset[Buffer] = frozenset()
+) -> None:
+    """Iterations of ``loop`` may run at the same time (see the module docstring).
+
+    Blocks that write only ``scratch`` buffers (see ``_iteration_local_buffers``) are exempt
+    from the instance and footprint checks: each iteration gets its own copy of such a buffer.
+    """
     verb = _VERB[kind]
     target = loop_target(loop)
     sites = collect_block_sites(
@@ -75,6 +96,12 @@ def _check_independent(index: TreeIndex, loop: For, kind: ForKind, primitive: st
         f"a statement outside every block sits under the loop; without a block nothing says its iterations "
         f"may be {verb}",
     )
+    if scratch:
+        sites = [
+            site
+            for site in sites
+            if not site.realize.block.writes or any(r.buffer not in scratch for r in site.realize.block.writes)
+        ]
     names = {IterKind.REDUCE: "a reduction iterator", IterKind.OPAQUE: "an opaque iterator"}
     check_iterator_kinds(
         sites,
@@ -89,6 +116,43 @@ def _check_independent(index: TreeIndex, loop: For, kind: ForKind, primitive: st
     check_disjoint_footprints(sites, [loop], primitive, target, f"{what} the loop")
 
 
+def _iteration_local_buffers(func: PrimFunc, loop: For) -> frozenset[Buffer]:
+    """Buffers a block allocates (not parameters) that nothing outside ``loop`` touches.
+
+    Such a buffer is scratch space of one iteration, like a packed tile computed under the loop
+    by ``cache_read`` + ``compute_at``: lowering gives every iteration its own copy (it moves
+    the allocation into the loop when each iteration writes what it reads before reading it)
+    and refuses to build a parallel loop whose iterations would share one (``lower_parallel``).
+    So redundant writes of the same elements by different iterations are not a race here.
+    """
+    allocated: set[Buffer] = set()
+    outside: set[Buffer] = set()
+
+    def walk(node: object, inside: bool) -> None:
+        if isinstance(node, For) and node is loop:
+            inside = True
+        if isinstance(node, Block):
+            allocated.update(node.alloc_buffers)
+            if not inside:
+                outside.update(region.buffer for region in (*node.reads, *node.writes))
+                outside.update(match.source.buffer for match in node.match_buffers)
+        if not inside and isinstance(node, (BufferLoad, BufferStore)):
+            outside.add(node.buffer)
+        if isinstance(node, Node):
+            for name in type(node).child_fields():
+                value = getattr(node, name)
+                if isinstance(value, Node):
+                    walk(value, inside)
+                elif isinstance(value, tuple):
+                    for item in value:
+                        if isinstance(item, Node):
+                            walk(item, inside)
+
+    walk(func.body, False)
+    # The root block's own (empty) regions do not count; its alloc_buffers are function scratch.
+    return frozenset(allocated - outside - set(func.buffer_params))
+
+
 def _set_kind(func: PrimFunc, index: TreeIndex, loop: For, kind: ForKind, thread_tag: str | None = None) -> PrimFunc:
     return replace_stmt(index, loop, loop.replace(kind=kind, thread_tag=thread_tag))
 
@@ -99,7 +163,8 @@ def parallel(func: PrimFunc, loop_var: Var) -> PrimFunc:
     Preconditions: the loop is serial (or already parallel: nothing changes); no loop above or
     below it is parallel (nested parallelism is refused); no block under it binds a reduction
     or opaque iterator to it; no statement under it is outside every block; blocks under it
-    that share a buffer one of them writes touch disjoint parts of it in different iterations.
+    that share a buffer one of them writes touch disjoint parts of it in different iterations
+    (except scratch buffers used only under the loop, which every iteration gets a copy of).
 
     Before (``parallel(i)``)::
 
@@ -136,7 +201,7 @@ def parallel(func: PrimFunc, loop_var: Var) -> PrimFunc:
             f"nested parallelism: loop {inner.loop_var.name} below it is already parallel",
             loop_header(inner),
         )
-    _check_independent(index, loop, ForKind.PARALLEL, "parallel")
+    _check_independent(index, loop, ForKind.PARALLEL, "parallel", _iteration_local_buffers(func, loop))
     return _set_kind(func, index, loop, ForKind.PARALLEL)
 
 
