@@ -50,6 +50,16 @@ _CPU_FEATURES: dict[str, tuple[str, ...]] = {
 #: registers per thread).
 _CUDA_SHARED_MEMORY = {70: 96 * 1024, 75: 64 * 1024, 80: 163 * 1024, 86: 99 * 1024, 89: 99 * 1024, 90: 227 * 1024}
 
+#: CUDA limits on one launch dimension (vthread.* are virtual: only the 32-bit range).
+_CUDA_THREAD_EXTENTS = {
+    "threadIdx.x": 1024,
+    "threadIdx.y": 1024,
+    "threadIdx.z": 64,
+    "blockIdx.x": 2**31 - 1,
+    "blockIdx.y": 65535,
+    "blockIdx.z": 65535,
+}
+
 
 class TargetError(ValueError):
     """A malformed target string or an unsupported target."""
@@ -137,6 +147,12 @@ class Target:
     @property
     def warp_size(self) -> int:
         return 32 if self.is_cuda else 1
+
+    def max_thread_extent(self, tag: str) -> int:
+        """The largest extent of a loop bound to thread tag ``tag`` (CUDA launch limits; 0 on a CPU)."""
+        if not self.is_cuda:
+            return 0
+        return _CUDA_THREAD_EXTENTS.get(tag, 2**31 - 1)
 
     @property
     def max_shared_memory_per_block(self) -> int:

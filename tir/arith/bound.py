@@ -201,6 +201,9 @@ class BoundEvaluator:
         self.var_ranges: dict[Var, Range] = dict(var_ranges or {})
         self._memo: dict[int, tuple[PrimExpr, ConstIntBound]] = {}
         self._resolving: set[Var] = set()
+        #: Set once a ``Let`` body was bounded under a temporary bound of its variable: the
+        #: memo then holds results valid only in that scope.
+        self.scoped_memo = False
 
     def clear_memo(self) -> None:
         self._memo.clear()
@@ -276,6 +279,7 @@ class BoundEvaluator:
         if isinstance(expr, Cast):
             return self._cast_bound(expr)
         if isinstance(expr, Let):
+            self.scoped_memo = True
             saved = self.var_bounds.get(expr.var)
             self.var_bounds[expr.var] = self.bound(expr.value)
             try:

@@ -37,7 +37,7 @@ from tir.ir.expr import (
 )
 from tir.ir.functor import substitute
 
-__all__ = ["eval_interval", "relax_range", "relax_region", "union_regions"]
+__all__ = ["RangeRelaxer", "eval_interval", "relax_range", "relax_region", "union_regions"]
 
 # An interval end; None means unbounded on that side.
 _End = PrimExpr | None
@@ -57,6 +57,9 @@ class _IntervalEvaluator:
             self.analyzer.bind(var, dom)
         self._uses_memo: dict[int, tuple[PrimExpr, bool]] = {}
         self._resolving: set[Var] = set()
+        # Intervals of domain variables, computed outside any other variable's resolution (so
+        # they do not depend on which query asked first).
+        self._var_memo: dict[Var, tuple[_End, _End]] = {}
 
     # ------------------------------------------------------------ helpers
 
@@ -148,9 +151,13 @@ class _IntervalEvaluator:
         return self._constant_fallback(expr)
 
     def _var_interval(self, var: Var) -> tuple[_End, _End]:
+        hit = self._var_memo.get(var)
+        if hit is not None:
+            return hit
         dom = self.dom_map[var]
         if var in self._resolving:  # a range defined in terms of itself: give up soundly
             return self._constant_fallback(var)
+        top_level = not self._resolving
         self._resolving.add(var)
         try:
             low, _ = self._interval(dom.min)
@@ -158,6 +165,8 @@ class _IntervalEvaluator:
             _, high = self._interval(self.simplify(last))
         finally:
             self._resolving.discard(var)
+        if top_level:
+            self._var_memo[var] = (low, high)
         return low, high
 
     def _hull(self, a: PrimExpr, b: PrimExpr) -> tuple[_End, _End]:
@@ -291,11 +300,27 @@ def relax_range(dom: Range, dom_map: Mapping[Var, Range], extent_limit: PrimExpr
     When an end cannot be bounded, ``extent_limit`` (a buffer dimension) gives the full range
     ``[0, extent_limit)``; without it, ``[0, dtype max)`` (as in ``relax_region``).
     """
-    evaluator = _IntervalEvaluator(dom_map)
-    low, _ = evaluator.interval(dom.min)
-    last = dom.min if isinstance(dom.extent, IntImm) and dom.extent.value == 1 else dom.min + dom.extent - 1
-    _, high = evaluator.interval(last)
-    return _range_from_ends(low, high, dom.min.dtype, extent_limit, evaluator)
+    return RangeRelaxer(dom_map).relax(dom, extent_limit)
+
+
+class RangeRelaxer:
+    """``relax_range`` for many ranges over one domain map: the ranges share one simplifier
+    and its memo tables, which is much cheaper than a ``relax_range`` call per range.
+
+    >>> relaxer = RangeRelaxer({ii: Range(0, 4)})
+    >>> relaxer.relax(Range(vi * 4 + ii, 1))   # -> Range(vi * 4, 4)
+    """
+
+    def __init__(self, dom_map: Mapping[Var, Range]) -> None:
+        self._evaluator = _IntervalEvaluator(dom_map)
+
+    def relax(self, dom: Range, extent_limit: PrimExpr | None = None) -> Range:
+        """What ``relax_range(dom, dom_map, extent_limit)`` returns."""
+        evaluator = self._evaluator
+        low, _ = evaluator.interval(dom.min)
+        last = dom.min if isinstance(dom.extent, IntImm) and dom.extent.value == 1 else dom.min + dom.extent - 1
+        _, high = evaluator.interval(last)
+        return _range_from_ends(low, high, dom.min.dtype, extent_limit, evaluator)
 
 
 def _range_from_ends(

@@ -15,8 +15,9 @@ Vocabulary
 - An ``IterSum`` is ``sum(args) + base``: the normal form of one binding. ``base`` does not
   depend on the iterators (it may use outer variables).
 
-``detect_iter_map(bindings, dom_map, predicate=True, check_level="surjective")``
-    Rewrites every binding as an ``IterSum`` over the loop variables of ``dom_map`` and checks:
+``detect_iter_map(bindings, dom_map, predicate=True, check_level="surjective", var_ranges=None)``
+    Rewrites every binding as an ``IterSum`` over the loop variables of ``dom_map`` and checks
+    (``var_ranges``: known ranges of other variables, such as symbolic sizes, for proofs):
 
     * every binding is quasi-affine: built from ``+``, ``-``, ``*`` by an iterator-free
       factor, and ``//`` / ``%`` by a positive iterator-free divisor, where the dividend can be
@@ -35,15 +36,19 @@ Vocabulary
 
     The predicate (a conjunction; ``T.where``) may bound a sum of iterators from above:
     ``i0 * 32 + i1 < 100`` makes the fused mark ``i0 * 32 + i1`` count as extent 100, which
-    is how splits by non-dividing factors stay exact. Other conjuncts are ignored in
-    ``"surjective"`` mode (the ranges reported are then a superset) and rejected in
-    ``"bijective"`` mode.
+    is how splits by non-dividing factors stay exact. Bounds are read until they settle (one
+    bound can change the form of another conjunct), carried into the sums that contain a
+    bounded chain, and down to the digits they pin. A conjunct that is not such a bound, or a
+    bound on a sum the bindings are not made of (a binding simplified out of the predicate's
+    form), makes ``"bijective"`` detection fail; in ``"surjective"`` mode it is ignored and
+    the result says so (``predicate_applied`` is False: ``ranges`` are then supersets).
 
     The result, an ``IterMapResult``, has ``indices`` (one ``IterSum`` per binding, or None
     when detection failed), ``errors`` (why it failed), ``ranges`` (the interval of values of
     each binding, predicate bounds applied), ``exact`` (per binding: a chain without
-    overlap), ``binding_vars`` (per binding: the loop variables it uses) and
-    ``unused_vars`` (loop variables some digits of which no binding uses).
+    overlap), ``binding_vars`` (per binding: the loop variables it uses),
+    ``unused_vars`` (loop variables some digits of which no binding uses) and
+    ``predicate_applied``.
 
 ``normalize_iter_map(bindings, dom_map, predicate=True)``
     The bindings rebuilt from their ``IterSum`` s and simplified: ``i // 4 * 4 + i % 4``
@@ -197,10 +202,13 @@ class IterMapResult:
     exact: list[bool] = field(default_factory=list)
     binding_vars: list[list[Var]] = field(default_factory=list)
     unused_vars: list[Var] = field(default_factory=list)
+    #: False when some predicate conjunct could not be related to the bindings: ``ranges``
+    #: are then supersets of the values (only in "surjective" mode; "bijective" fails instead).
+    predicate_applied: bool = True
     check_level: str = "surjective"
     dom_map: dict[Var, Range] = field(default_factory=dict)
-    # digit bookkeeping for inversion: mark -> its used splits (as (lower_factor, extent, owner))
-    _detector: Any = None
+    # The detector and its digit bookkeeping, kept for ``inverse_iter_map``.
+    _detector: Any = field(default=None, repr=False, compare=False)
 
     @property
     def ok(self) -> bool:
@@ -253,6 +261,23 @@ def _key(expr: Any) -> Any:
     return repr(expr)
 
 
+def _factors(expr: PrimExpr) -> tuple[int, list[Any]]:
+    """``expr`` as (constant coefficient, sorted factor keys) when it is a product, so that
+    ``n * m`` and ``m * n`` compare equal; a non-product is its own single factor."""
+    coefficient = 1
+    keys: list[Any] = []
+    stack = [expr]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, Mul):
+            stack.extend((node.a, node.b))
+        elif isinstance(node, IntImm):
+            coefficient *= node.value
+        else:
+            keys.append(_key(node))
+    return coefficient, sorted(keys, key=repr)
+
+
 class _Fail(Exception):
     """Detection of one binding failed; the message says why."""
 
@@ -263,10 +288,13 @@ class _Fail(Exception):
 class _Detector:
     """Rewrites expressions into ``IterSum`` s over one domain and checks their digits."""
 
-    def __init__(self, dom_map: Mapping[Var, Range], dtype: Any) -> None:
+    def __init__(self, dom_map: Mapping[Var, Range], dtype: Any, var_ranges: Mapping[Var, Range] | None = None) -> None:
         self.dom_map: dict[Var, Range] = dict(dom_map)
         self.dtype = dtype
         self.analyzer = Analyzer()
+        for var, dom in (var_ranges or {}).items():
+            if var not in self.dom_map:
+                self.analyzer.bind(var, dom)
         for var, dom in self.dom_map.items():
             self.analyzer.bind(var, dom)
         self.var_marks: dict[Var, IterMark] = {}
@@ -321,7 +349,33 @@ class _Detector:
     def floordiv(self, a: PrimExpr, b: PrimExpr) -> PrimExpr:
         if isinstance(a, IntImm) and isinstance(b, IntImm):
             return IntImm(a.value // b.value, a.dtype)
+        if _is_int(a, 0) or _is_int(b, 1):
+            return a
+        quotient = self._quotient(a, b)
+        if quotient is not None:
+            return self.simplify(quotient)
         return self.simplify(FloorDiv(a, _like(b, a)))
+
+    def _quotient(self, value: PrimExpr, divisor: PrimExpr) -> PrimExpr | None:
+        """``value / divisor`` when ``value`` is structurally a multiple of it, else None."""
+        if isinstance(divisor, IntImm):
+            return None
+        if self.eq(value, divisor):
+            return self.norm(1)
+        if isinstance(value, Mul):
+            left = self._quotient(value.a, divisor)
+            if left is not None:
+                return Mul(left, _like(value.b, left))
+            right = self._quotient(value.b, divisor)
+            if right is not None:
+                return Mul(value.a, _like(right, value.a))
+            return None
+        if isinstance(value, (Add, Sub)):
+            left, right = self._quotient(value.a, divisor), self._quotient(value.b, divisor)
+            if left is None or right is None:
+                return None
+            return type(value)(left, _like(right, left))
+        return None
 
     def floormod(self, a: PrimExpr, b: PrimExpr) -> PrimExpr:
         if isinstance(a, IntImm) and isinstance(b, IntImm):
@@ -331,16 +385,22 @@ class _Detector:
     def ceildiv(self, a: PrimExpr, b: PrimExpr) -> PrimExpr:
         if isinstance(a, IntImm) and isinstance(b, IntImm):
             return IntImm(-(-a.value // b.value), a.dtype)
+        if self._quotient(a, b) is not None or _is_int(b, 1):
+            return self.floordiv(a, b)
         return self.floordiv(self.add(a, self.sub(b, self.norm(1))), b)
 
     def eq(self, a: PrimExpr, b: PrimExpr) -> bool:
         if isinstance(a, IntImm) and isinstance(b, IntImm):
             return a.value == b.value
+        if _factors(a) == _factors(b):
+            return True
         return self.analyzer.can_prove_equal(a, _like(b, a))
 
     def le(self, a: PrimExpr, b: PrimExpr) -> bool:
         if isinstance(a, IntImm) and isinstance(b, IntImm):
             return a.value <= b.value
+        if _factors(a) == _factors(b):
+            return True
         return self.analyzer.can_prove(a <= _like(b, a))
 
     def lt(self, a: PrimExpr, b: PrimExpr) -> bool:
@@ -352,9 +412,19 @@ class _Detector:
         """Whether ``divisor`` provably divides ``value``."""
         if isinstance(divisor, IntImm) and isinstance(value, IntImm):
             return divisor.value != 0 and value.value % divisor.value == 0
-        if _is_int(divisor, 1):
+        if _is_int(divisor, 1) or self._is_multiple(value, divisor):
             return True
         return self.eq(self.floormod(value, divisor), self.norm(0))
+
+    def _is_multiple(self, value: PrimExpr, divisor: PrimExpr) -> bool:
+        """Structural divisibility: ``value`` is ``divisor`` times something, or a sum of such."""
+        if self.eq(value, divisor) or _is_int(value, 0):
+            return True
+        if isinstance(value, Mul):
+            return self._is_multiple(value.a, divisor) or self._is_multiple(value.b, divisor)
+        if isinstance(value, (Add, Sub)):
+            return self._is_multiple(value.a, divisor) and self._is_multiple(value.b, divisor)
+        return False
 
     def emin(self, a: PrimExpr, b: PrimExpr) -> PrimExpr:
         if self.le(a, b):
@@ -699,16 +769,18 @@ class _Detector:
 
     def split_mod(self, digit: IterSplit, divisor: PrimExpr) -> IterSplit:
         extent = self.split_extent(digit)
-        if self.divides(divisor, extent):
-            return IterSplit(digit.mark, digit.lower_factor, divisor, self.norm(1))
         if self.le(extent, divisor):
             return digit
+        if self.divides(divisor, extent) or self.is_top(digit):
+            # mark // lower % divisor: exact when the divisor divides the digit's extent, and
+            # always for a top digit (it has no "% extent" of its own).
+            return IterSplit(digit.mark, digit.lower_factor, divisor, self.norm(1))
         wrapped = self.wrap(digit)
         return IterSplit(wrapped, self.norm(1), divisor, self.norm(1))
 
     # ------------------------------------------------------------ predicate
 
-    def add_predicate(self, predicate: PrimExpr, strict: bool) -> None:
+    def add_predicate(self, predicate: PrimExpr, strict: bool) -> int:
         """Record the bounds the predicate puts on iterator sums.
 
         A bound can change how another conjunct normalizes (``f % 5`` is a plain digit once
@@ -716,16 +788,17 @@ class _Detector:
         """
         conjuncts = [c for c in _conjuncts(predicate) if self.uses_iters(c)]
         for _ in range(6):
-            before = (dict(self.upper), dict(self.lower))
+            before = (dict(self.upper), dict(self.lower), set(self.bounded_chains))
             self.touched = set()
             unsupported = []
             for conjunct in conjuncts:
                 if not self._add_bound(conjunct):
                     unsupported.append(conjunct)
-            if (self.upper, self.lower) == before:
+            if (self.upper, self.lower, set(self.bounded_chains)) == before:
                 break
         if strict and unsupported:
             raise _Fail(f"the predicate {unsupported[0]} is not an upper bound of an iterator sum")
+        return len(unsupported)
 
     def _add_bound(self, conjunct: PrimExpr) -> bool:
         if not isinstance(conjunct, (LT, LE, GT, GE)):
@@ -784,17 +857,18 @@ class _Detector:
         A bound that only cuts the top digit (``bound`` a multiple of the digits below) is
         a bound on that digit, so the chain stays a box; a bound of 1 pins every digit.
         """
-        below: PrimExpr = self.norm(1)
-        for split in ordered[:-1]:
-            below = self.mul(below, self.split_extent(split))
-        if self.le(self.mul(below, self.split_extent(ordered[-1])), bound):
-            return  # the bound cuts nothing
         if _is_int(bound) and bound.value <= 0:  # type: ignore[union-attr]
             shown = " + ".join(str(s) for s in ordered)
             raise _Fail(f"the predicate bounds {shown} below its smallest value: it is never true")
         if len(ordered) == 1:
             self._bound_digit(ordered[0], bound)
-        elif _is_int(bound, 1):
+            return
+        below: PrimExpr = self.norm(1)
+        for split in ordered[:-1]:
+            below = self.mul(below, self.split_extent(split))
+        if self.le(self.mul(below, self.split_extent(ordered[-1])), bound):
+            return  # the bound cuts nothing
+        if _is_int(bound, 1):
             for split in ordered:
                 self._bound_digit(split, bound)
         elif self.divides(below, bound):
@@ -807,9 +881,13 @@ class _Detector:
     def _bound_digit(self, split: IterSplit, bound: PrimExpr) -> None:
         """An upper bound on the (unscaled) value of one digit."""
         unit = IterSplit(split.mark, split.lower_factor, split.extent, self.norm(1))
-        if self.le(self.split_extent(unit), bound):
-            return
         mark = split.mark
+        # Compare with the extent before bounds: the bound may be this very one, read again.
+        raw = split.extent
+        if self.le(mark.extent, self.mul(split.lower_factor, split.extent)):
+            raw = self.ceildiv(mark.extent, split.lower_factor)
+        if self.le(raw, bound):
+            return
         if self.is_top(unit):
             # A bound on the top digit bounds the whole mark.
             mark_bound = self.mul(bound, unit.lower_factor)
@@ -1000,7 +1078,7 @@ class _Digits:
         for use in uses:
             position = len(ordered)
             for k, other in enumerate(ordered):
-                if det.lt(use.low, other.low):
+                if det.lt(use.low, other.low) or (det.le(use.low, other.low) and not det.le(other.low, use.low)):
                     position = k
                     break
             ordered.insert(position, use)
@@ -1109,20 +1187,25 @@ def detect_iter_map(
     dom_map: Mapping[Var, Range],
     predicate: PrimExpr | bool = True,
     check_level: CheckLevel = "surjective",
+    var_ranges: Mapping[Var, Range] | None = None,
 ) -> IterMapResult:
     """Express each binding as an ``IterSum`` over ``dom_map`` and check independence.
 
     See the module docstring for what ``"surjective"`` and ``"bijective"`` accept.
+    ``var_ranges`` are known ranges of other variables (outer iterators, symbolic sizes):
+    they stay symbolic in the result but help proofs (a divisor ``m`` is positive when
+    ``m`` ranges over ``[1, ...)``).
     """
     if check_level not in ("bijective", "surjective"):
         raise ValueError(f"check_level must be 'bijective' or 'surjective', got {check_level!r}")
     bijective = check_level == "bijective"
     exprs = list(bindings)
     dtype = exprs[0].dtype.element if exprs else INT32
+    unsupported = 0
     try:
-        det = _Detector(dom_map, dtype)
+        det = _Detector(dom_map, dtype, var_ranges)
         if not isinstance(predicate, bool):
-            det.add_predicate(predicate, strict=bijective)
+            unsupported = det.add_predicate(predicate, strict=bijective)
         elif not predicate:
             raise _Fail("the predicate is False")
         det.consulted.clear()
@@ -1158,14 +1241,11 @@ def detect_iter_map(
         digit_errors, unused = digits.check(bijective, describe)
     except _Fail as exc:
         return IterMapResult(None, [str(exc)], check_level=check_level, dom_map=dict(dom_map))
-    if bijective:
-        for key in det.touched:
-            if key not in det.consulted:
-                digit_errors.append(
-                    "the predicate bounds a sum of iterators that no binding is made of: "
-                    "the bindings may not cover a box"
-                )
-                break
+    unrelated = any(key not in det.consulted for key in det.touched)
+    if bijective and unrelated:
+        digit_errors.append(
+            "the predicate bounds a sum of iterators that no binding is made of: the bindings may not cover a box"
+        )
     if digit_errors:
         return IterMapResult(None, digit_errors, check_level=check_level, dom_map=dict(dom_map))
     return IterMapResult(
@@ -1175,6 +1255,7 @@ def detect_iter_map(
         exact=exact,
         binding_vars=[value.loop_vars() for value in sums],
         unused_vars=unused,
+        predicate_applied=not unrelated and not unsupported,
         check_level=check_level,
         dom_map=dict(dom_map),
         _detector=(det, digits),
@@ -1194,17 +1275,20 @@ def _convert_with_fallback(det: _Detector, expr: PrimExpr) -> IterSum:
 
 
 def normalize_iter_map(
-    bindings: Sequence[PrimExpr], dom_map: Mapping[Var, Range], predicate: PrimExpr | bool = True
+    bindings: Sequence[PrimExpr],
+    dom_map: Mapping[Var, Range],
+    predicate: PrimExpr | bool = True,
+    var_ranges: Mapping[Var, Range] | None = None,
 ) -> list[PrimExpr]:
     """The bindings rebuilt from their iterator sums and simplified (see module docstring)."""
     analyzer = Analyzer()
-    for var, dom in dom_map.items():
+    for var, dom in {**(var_ranges or {}), **dom_map}.items():
         analyzer.bind(var, dom)
     exprs = list(bindings)
     if not exprs:
         return []
     try:
-        det = _Detector(dom_map, exprs[0].dtype.element)
+        det = _Detector(dom_map, exprs[0].dtype.element, var_ranges)
         if not isinstance(predicate, bool):
             det.add_predicate(predicate, strict=False)
     except _Fail:

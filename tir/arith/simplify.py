@@ -157,6 +157,9 @@ class _Rewriter:
         self._interned: dict[Any, int] = {}
         self._simplify_memo: dict[int, tuple[PrimExpr, PrimExpr]] = {}
         self._sum_memo: dict[int, tuple[PrimExpr, _Sum]] = {}
+        # Set once a ``Let`` body was simplified under a temporary bound of its variable: the
+        # memo tables then hold results valid only in that scope (see ``Analyzer``).
+        self.scoped_memo = False
 
     # ------------------------------------------------------------ structural keys
 
@@ -676,6 +679,7 @@ class _Rewriter:
             # tables know about the substitution).
             return _Rewriter(self.bounds, {**self.var_values, expr.var: value}).simplify(expr.body)
         saved_bound = self.bounds.var_bounds.get(expr.var)
+        self.scoped_memo = True
         self.bounds.var_bounds[expr.var] = self.bounds.bound(value)
         try:
             body = self.simplify(expr.body)
@@ -734,7 +738,9 @@ class Analyzer:
         return evaluator
 
     def _current_rewriter(self) -> _Rewriter:
-        if self._rewriter is None:
+        # A rewriter that simplified under a ``Let`` is not reused: the same variable may be
+        # bound differently by another ``Let`` of a later query.
+        if self._rewriter is None or self._rewriter.scoped_memo or self._rewriter.bounds.scoped_memo:
             self._rewriter = _Rewriter(self._evaluator(), self._var_values)
         return self._rewriter
 

@@ -70,24 +70,59 @@ def interpret(func: PrimFunc | IRModule, *args: Any, poison: bool = True) -> Non
     for an out-of-bounds access, ``InterpretError`` for other invalid executions.
     """
     prim_func = _as_prim_func(func)
-    translator = Translator(prim_func, poison)
+    outlined = _outlined_bodies(func)
+    with np.errstate(all="ignore"):
+        _compile(prim_func, poison, outlined)(*args)
+
+
+def _compile(func: PrimFunc, poison: bool, outlined: dict[str, PrimFunc]) -> Any:
+    """A Python callable running ``func`` on its positional arguments (checked)."""
+    translator = Translator(func, poison)
     source = translator.translate()
-    filename = f"<tir.interp {prim_func.name}>"
+    filename = f"<tir.interp {func.name}>"
     # Let tracebacks through the generated code show its lines (one entry per function name).
     linecache.cache[filename] = (len(source), None, source.splitlines(keepends=True), filename)
     code = compile(source, filename, "exec")
+    translator.namespace["_parallel_launch"] = lambda name, begin, end, *captured: _launch(
+        outlined, poison, name, begin, end, captured
+    )
     exec(code, translator.namespace)
     entry = translator.namespace[translator.entry_name]
-    with np.errstate(all="ignore"):
-        env = _bind_arguments(prim_func, translator, args)
-        entry(**env)
+
+    def run(*args: Any) -> None:
+        entry(**_bind_arguments(func, translator, args))
+
+    return run
+
+
+def _launch(outlined: dict[str, PrimFunc], poison: bool, name: str, begin: int, end: int, captured: tuple) -> None:
+    """A parallel launch (``tir.parallel_launch``): the outlined body over [begin, end), in order."""
+    body = outlined.get(name)
+    if body is None:
+        raise InterpretError(f"parallel launch of {name!r}: no such outlined function in the module")
+    if end > begin:
+        _compile(body, poison, outlined)(begin, end, *captured)
+
+
+def _outlined_bodies(func: Any) -> dict[str, PrimFunc]:
+    if not isinstance(func, IRModule):
+        return {}
+    from tir.transform.lower_parallel import OUTLINED_ATTR
+
+    return {name: f for name, f in func.functions.items() if OUTLINED_ATTR in f.attrs}
 
 
 def _as_prim_func(func: Any) -> PrimFunc:
     if isinstance(func, IRModule):
-        if len(func) != 1:
-            raise TypeError(f"interpret() needs a PrimFunc; the IRModule has {len(func)} functions: {list(func)}")
-        func = next(iter(func.functions.values()))
+        from tir.transform.lower_parallel import OUTLINED_ATTR
+
+        entries = [f for f in func.functions.values() if OUTLINED_ATTR not in f.attrs]
+        if len(entries) != 1:
+            raise TypeError(
+                f"interpret() needs a PrimFunc or a module with one entry function; the IRModule has "
+                f"{len(entries)}: {[f.name for f in entries]}"
+            )
+        func = entries[0]
     if not isinstance(func, PrimFunc):
         raise TypeError(f"interpret() needs a PrimFunc, got {type(func).__name__}")
     return func

@@ -709,6 +709,18 @@ class Translator:
             return self.if_then_else(call)
         if op in ("call_llvm_intrin", "call_llvm_pure_intrin", "call_extern"):
             return self.external_call(call)
+        if op == "tir.parallel_launch":
+            # An outlined parallel loop (lower_parallel): its iterations run in order.
+            name = call.args[0]
+            assert isinstance(name, StringImm)
+            start, extent = (self.expr(arg).text for arg in call.args[1:3])
+            captured = [self.expr(arg).text for arg in call.args[3:]]
+            return Code(f"_parallel_launch({name.value!r}, {start}, {start} + {extent}, {', '.join(captured)})")
+        if op == "tir.address_of":
+            # A captured buffer, passed by its first element's address: here, the array itself.
+            load = call.args[0]
+            assert isinstance(load, BufferLoad)
+            return Code(self.buffer_name(load.buffer))
         args = [self.expr(arg) for arg in call.args]
         texts = [arg.text for arg in args]
         if op == "abs":

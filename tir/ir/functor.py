@@ -21,8 +21,16 @@ from tir.ir.node import Node
 _DEFINITION_FIELDS = {("For", "loop_var"), ("IterVar", "var"), ("Let", "var"), ("LetStmt", "var")}
 
 
+#: Node class -> the fields the generic walk visits (computed once per class).
+_WALK_FIELDS: dict[type, tuple[str, ...]] = {}
+
+
 def _walk_fields(cls: type[Node]) -> tuple[str, ...]:
-    return tuple(name for name in cls.child_fields() if (cls.__name__, name) not in _DEFINITION_FIELDS)
+    fields = _WALK_FIELDS.get(cls)
+    if fields is None:
+        fields = tuple(name for name in cls.child_fields() if (cls.__name__, name) not in _DEFINITION_FIELDS)
+        _WALK_FIELDS[cls] = fields
+    return fields
 
 
 class _Dispatch:
@@ -92,15 +100,18 @@ class IRMutator(_Dispatch):
         return node.replace(**changes) if changes else node
 
 
+class _PostOrder(IRVisitor):
+    def __init__(self, callback: Callable[[Node], None]) -> None:
+        self.callback = callback
+
+    def generic_visit(self, n: Node) -> None:
+        super().generic_visit(n)
+        self.callback(n)
+
+
 def post_order_visit(node: Node, callback: Callable[[Node], None]) -> None:
     """Call ``callback`` on every node under ``node`` (children first), buffers included."""
-
-    class _PostOrder(IRVisitor):
-        def generic_visit(self, n: Node) -> None:
-            super().generic_visit(n)
-            callback(n)
-
-    _PostOrder().visit(node)
+    _PostOrder(callback).visit(node)
 
 
 class _Substitute(IRMutator):

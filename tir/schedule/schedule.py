@@ -85,20 +85,18 @@ class ScheduleBase:
     def _set_func(self, func: PrimFunc, primitive: str) -> None:
         if func is self._func:
             return
+        if self.debug:
+            self._verify(func, primitive)  # before installing: a refused step changes nothing
         self._func = func
         self._index = None
-        if self.debug:
-            self._verify(primitive)
 
-    def _verify(self, primitive: str) -> None:
-        try:
-            from tir.analysis import verify  # type: ignore[attr-defined]
-        except ImportError:
-            return
-        problems = verify(self._func)
+    def _verify(self, func: PrimFunc, primitive: str) -> None:
+        from tir.analysis import verify
+
+        problems = verify(func)
         if problems:
             raise ScheduleError(
-                primitive, f"function {self._func.name!r}", "the result fails validation: " + "; ".join(map(str, problems))
+                primitive, f"function {func.name!r}", "the result fails validation: " + "; ".join(map(str, problems))
             )
 
     # ---------------------------------------------------------------- handles

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from tir.arith import relax_range, simplify
+from tir.arith import RangeRelaxer, simplify
 from tir.ir import (
     Add,
     Block,
@@ -134,11 +134,12 @@ def check_distinct_instances(
     for site in sites:
         realize = site.realize
         dom = {loop.loop_var: Range(loop.min, loop.extent) for loop in site.inner_loops}
+        relaxer = RangeRelaxer(dom) if dom else None
         ranges = []
         for iter_var, value in zip(realize.block.iter_vars, realize.iter_values):
             if iter_var.kind is IterKind.SPATIAL:
                 point = Range(value, IntImm(1, value.dtype))
-                ranges.append(relax_range(point, dom) if dom else point)
+                ranges.append(relaxer.relax(point) if relaxer else point)
         if not _footprints_disjoint([tuple(ranges)], loops):
             shown = ", ".join(f"{iv.var.name} = {v}" for iv, v in zip(realize.block.iter_vars, realize.iter_values))
             raise ScheduleError(
@@ -212,13 +213,14 @@ def _site_accesses(site: BlockSite) -> list[_Access]:
     block = realize.block
     bindings = {iv.var: value for iv, value in zip(block.iter_vars, realize.iter_values)}
     dom = {loop.loop_var: Range(loop.min, loop.extent) for loop in site.inner_loops}
+    relaxer = RangeRelaxer(dom) if dom else None
     accesses = []
     for regions, is_write in ((block.reads, False), (block.writes, True)):
         for region in regions:
             ranges = []
             for dim, rng in enumerate(region.region):
                 bound = Range(simplify(substitute(rng.min, bindings)), simplify(substitute(rng.extent, bindings)))
-                ranges.append(relax_range(bound, dom, region.buffer.shape[dim]) if dom else bound)
+                ranges.append(relaxer.relax(bound, region.buffer.shape[dim]) if relaxer else bound)
             accesses.append(_Access(site, region.buffer, tuple(ranges), is_write))
     return accesses
 

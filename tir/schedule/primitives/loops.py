@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from tir.arith import simplify
+from tir.arith import Analyzer, simplify
 from tir.ir import (
     BlockRealize,
     For,
@@ -40,7 +40,9 @@ def split(func: PrimFunc, loop_var: Var, factors: Sequence[int | None]) -> tuple
 
     One factor may be ``None``: it is inferred as ``ceil(extent / product(others))``. When the
     product exceeds the extent, the blocks under the loop get the predicate
-    ``fused < extent`` (a ``T.where``), so every instance still runs exactly once.
+    ``fused < extent`` (a ``T.where``), so every instance still runs exactly once. A product
+    below the extent (or not provably covering a symbolic extent) is refused: it would lose
+    iterations.
 
     Before (``split(i, [None, 32])``)::
 
@@ -88,6 +90,24 @@ def split(func: PrimFunc, loop_var: Var, factors: Sequence[int | None]) -> tuple
         sizes = [inferred if f is None else f for f in factors]
     else:
         sizes = [int(f) for f in factors]  # type: ignore[arg-type]
+    total = math.prod(sizes)
+    # Fewer iterations than the loop has would silently drop instances.
+    if extent is not None and total < extent:
+        raise ScheduleError(
+            "split",
+            loop_target(loop),
+            f"the factors {list(factors)} multiply to {total}, less than the loop's extent {extent}: "
+            "iterations would be lost",
+            loop,
+        )
+    if extent is None and not Analyzer().can_prove(loop.extent <= total):
+        raise ScheduleError(
+            "split",
+            loop_target(loop),
+            f"the factors {list(factors)} multiply to {total}, which may be less than the loop's extent "
+            f"{loop.extent}: iterations would be lost (infer a factor with None instead)",
+            loop,
+        )
     dtype = loop_var.dtype
     new_vars = [Var(f"{loop_var.name}_{k}", dtype) for k in range(len(sizes))]
     fused: PrimExpr = new_vars[0]
@@ -98,7 +118,6 @@ def split(func: PrimFunc, loop_var: Var, factors: Sequence[int | None]) -> tuple
     dom = loop_dom_map(index, loop)
     dom.update({var: Range(const(0, dtype), const(size, dtype)) for var, size in zip(new_vars, sizes)})
     body = substitute_and_simplify(loop.body, {loop_var: fused}, dom)
-    total = math.prod(sizes)
     if extent is None or total != extent:
         body = _guard(body, index, fused < loop.min + loop.extent, dom)
     new_loop: Stmt = body
