@@ -4,9 +4,11 @@ IR -> IR functions and their precondition checks."""
 from __future__ import annotations
 
 from tir.schedule.primitives.annotate import AnnotationPrimitives
+from tir.schedule.primitives.blockize import BlockizePrimitives
 from tir.schedule.primitives.cache import CachePrimitives
 from tir.schedule.primitives.compute_location import ComputeLocationPrimitives
 from tir.schedule.primitives.inline import InlinePrimitives
+from tir.schedule.primitives.layout import LayoutPrimitives
 from tir.schedule.primitives.loops import LoopPrimitives
 from tir.schedule.primitives.reduction import ReductionPrimitives
 from tir.schedule.primitives.sampling import SamplingPrimitives
@@ -20,5 +22,7 @@ class PrimitiveMixins(
     CachePrimitives,
     ReductionPrimitives,
     SamplingPrimitives,
+    BlockizePrimitives,
+    LayoutPrimitives,
 ):
     """All primitive families."""

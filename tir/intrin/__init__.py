@@ -1,0 +1,131 @@
+"""Tensor intrinsics: a semantics function and an implementation, registered by name.
+
+    TensorIntrin.register("my_dot4", dot4_desc, dot4_impl, targets=("llvm",))
+    TensorIntrin.get("my_dot4")
+    TensorIntrin.list(target="llvm -mtriple=aarch64-linux-gnu -mattr=+neon,+dotprod")
+    sch.tensorize(loop_or_block, "my_dot4")
+
+``desc`` says what the intrinsic computes, with ordinary blocks; ``impl`` says how (vector
+ops, ``T.call_llvm_intrin``, CUDA fragment calls). Both are ``@T.script`` functions with the
+same buffer parameters (shape, dtype, scope); their body is one root block whose ``T.reads`` /
+``T.writes`` state the regions the intrinsic touches. ``tensorize`` matches a block against
+``desc`` and replaces its body with ``impl``. Registering an intrinsic needs no compiler change.
+
+The built-in intrinsics (x86-64, AArch64, NVIDIA) register themselves when ``tir.intrin`` is
+imported.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from tir.ir import PrimFunc
+from tir.target import Target
+
+
+class IntrinError(ValueError):
+    """An unknown intrinsic, or a malformed registration."""
+
+
+@dataclass(frozen=True)
+class TensorIntrin:
+    """A registered tensor intrinsic.
+
+    ``required_features``: target features (``"avx2"``, ``"dotprod"``) the implementation needs;
+    ``isa``: the instruction set it is for (``"x86_64"``, ``"aarch64"``, ``"cuda"``), or ``""``
+    for any. ``available(target)`` says whether a target can run it.
+    """
+
+    name: str
+    desc: PrimFunc
+    impl: PrimFunc
+    isa: str = ""
+    required_features: tuple[str, ...] = ()
+    doc: str = ""
+    extra_check: Callable[[Target], bool] | None = field(default=None, compare=False)
+
+    def available(self, target: str | Target | None) -> bool:
+        resolved = Target.parse(target)
+        if self.isa and resolved.isa != self.isa:
+            return False
+        if not all(resolved.has(feature) for feature in self.required_features):
+            return False
+        return self.extra_check is None or self.extra_check(resolved)
+
+    # ---------------------------------------------------------------- registry
+
+    @staticmethod
+    def register(
+        name: str,
+        desc: PrimFunc,
+        impl: PrimFunc,
+        isa: str = "",
+        required_features: tuple[str, ...] = (),
+        doc: str = "",
+        override: bool = False,
+        extra_check: Callable[[Target], bool] | None = None,
+    ) -> TensorIntrin:
+        """Register ``desc`` / ``impl`` under ``name``; refuses a second registration unless
+        ``override``. Checks that both have buffer parameters of the same shapes and dtypes."""
+        if not isinstance(desc, PrimFunc) or not isinstance(impl, PrimFunc):
+            raise IntrinError(f"intrinsic {name!r}: desc and impl must be @T.script functions")
+        if name in _REGISTRY and not override:
+            raise IntrinError(f"intrinsic {name!r} is already registered (pass override=True to replace it)")
+        desc_buffers, impl_buffers = desc.buffer_params, impl.buffer_params
+        if len(desc_buffers) != len(impl_buffers):
+            raise IntrinError(
+                f"intrinsic {name!r}: desc has {len(desc_buffers)} buffer parameters, impl {len(impl_buffers)}"
+            )
+        for d, i in zip(desc_buffers, impl_buffers):
+            if d.dtype != i.dtype or len(d.shape) != len(i.shape) or d.const_shape() != i.const_shape():
+                raise IntrinError(
+                    f"intrinsic {name!r}: parameter {d.name} is {d.dtype}{list(map(str, d.shape))} in desc "
+                    f"but {i.dtype}{list(map(str, i.shape))} in impl"
+                )
+        intrin = TensorIntrin(name, desc, impl, isa, tuple(required_features), doc, extra_check)
+        _REGISTRY[name] = intrin
+        return intrin
+
+    @staticmethod
+    def get(name: str) -> TensorIntrin:
+        """The intrinsic named ``name``; an unknown name suggests the closest registered ones."""
+        _load_builtins()
+        found = _REGISTRY.get(name)
+        if found is None:
+            close = difflib.get_close_matches(name, list(_REGISTRY), n=3, cutoff=0.5)
+            hint = f"; did you mean {', '.join(repr(c) for c in close)}?" if close else ""
+            raise IntrinError(f"no tensor intrinsic named {name!r}{hint} (TensorIntrin.list() shows them all)")
+        return found
+
+    @staticmethod
+    def list(target: str | Target | None = None) -> list[str]:
+        """Names of the registered intrinsics (those a target can run, when given), sorted."""
+        _load_builtins()
+        if target is None:
+            return sorted(_REGISTRY)
+        return sorted(name for name, intrin in _REGISTRY.items() if intrin.available(target))
+
+
+_REGISTRY: dict[str, TensorIntrin] = {}
+_BUILTINS_LOADED = False
+
+
+def _load_builtins() -> None:
+    """Import the built-in intrinsic modules once (they call ``TensorIntrin.register``)."""
+    global _BUILTINS_LOADED
+    if _BUILTINS_LOADED:
+        return
+    _BUILTINS_LOADED = True
+    import importlib
+
+    for module in ("tir.intrin.x86", "tir.intrin.arm", "tir.intrin.cuda"):
+        try:
+            importlib.import_module(module)
+        except ModuleNotFoundError as error:
+            if error.name != module:
+                raise
+
+
+__all__ = ["IntrinError", "TensorIntrin"]

@@ -1,0 +1,7 @@
+"""Schedule primitives: blockize, tensorize."""
+
+from __future__ import annotations
+
+
+class BlockizePrimitives:
+    """Schedule methods for blockize, tensorize."""
