@@ -329,13 +329,13 @@ def test_fma_and_known_llvm_intrinsics() -> None:
 
 def test_unknown_intrinsic_raises_not_implemented() -> None:
     f = elementwise(
-        "vnni",
+        "vnni_words",
         1,
         "int32",
-        lambda a: Call("int32", "call_llvm_intrin", (StringImm("llvm.x86.avx512.vpdpbusd.512"), a)),
+        lambda a: Call("int32", "call_llvm_intrin", (StringImm("llvm.x86.avx512.vpdpwssd.512"), a)),
         inputs=1,
     )
-    with pytest.raises(NotImplementedError, match=r"call_llvm_intrin 'llvm.x86.avx512.vpdpbusd.512'"):
+    with pytest.raises(NotImplementedError, match=r"call_llvm_intrin 'llvm.x86.avx512.vpdpwssd.512'"):
         tir.interpret(f, np.zeros(1, np.int32), np.zeros(1, np.int32))
 
 

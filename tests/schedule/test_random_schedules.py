@@ -7,6 +7,7 @@ the current program, random split factors, buffer indices, scopes, annotation va
 
 - a refused primitive raised ``ScheduleError`` and left the program and the trace as they were;
 - any other exception is a bug;
+- the validator (``tir.analysis.verify``) finds nothing wrong with the result;
 - the result prints and parses back to a structurally equal program;
 - it computes what the original computes in the interpreter (integers exactly, floats within a
   tolerance that allows reassociated reductions);
@@ -17,6 +18,10 @@ the current program, random split factors, buffer indices, scopes, annotation va
 Hunting bugs with many more examples and fresh seeds:
 
     HYPOTHESIS_PROFILE=dev TIR_RANDOM_SCHEDULES=2000 python -m pytest tests/schedule/test_random_schedules.py
+
+(``TIR_RANDOM_SCHEDULES_STEPS`` raises the longest sequence from 6, ``TIR_RANDOM_SCHEDULES_LLVM=1``
+builds every changed result with LLVM, ``TIR_RANDOM_SCHEDULES_VERIFY=0`` skips the validator;
+``--hypothesis-show-statistics`` shows how often each primitive applied or was refused, and why.)
 """
 
 from __future__ import annotations
@@ -35,6 +40,7 @@ from hypothesis import strategies as st
 from schedule_testing import random_args, run_interp, run_llvm
 
 import tir
+from tir.analysis import verify
 from tir.ir import IntImm, PrimFunc
 from tir.schedule import BlockRV, LoopRV, Schedule, ScheduleError, Trace
 
@@ -53,12 +59,15 @@ EXAMPLE_NAMES = [
 ]
 
 #: How many random schedules the test tries (CI keeps it modest; raise it to hunt bugs).
-MAX_EXAMPLES = int(os.environ.get("TIR_RANDOM_SCHEDULES", "60"))
+MAX_EXAMPLES = int(os.environ.get("TIR_RANDOM_SCHEDULES", "200"))
+
+#: The longest primitive sequence tried.
+MAX_STEPS = int(os.environ.get("TIR_RANDOM_SCHEDULES_STEPS", "6"))
 
 #: Build every changed result with LLVM (not only a drawn fifth of them) when set to 1.
 ALWAYS_LLVM = os.environ.get("TIR_RANDOM_SCHEDULES_LLVM", "0") == "1"
 
-#: Whether results also go through the validator (``tir.analysis.verify``) when it exists.
+#: Whether results also go through the validator (``tir.analysis.verify``).
 VERIFY = os.environ.get("TIR_RANDOM_SCHEDULES_VERIFY", "1") != "0"
 
 #: Reductions reordered by reorder / rfactor / decompose may round differently.
@@ -389,8 +398,7 @@ def assert_outputs_close(original: PrimFunc, expected: list[Any], actual: list[A
 
 def check_result(sch: Schedule, original: PrimFunc, llvm: bool) -> None:
     scheduled = sch.func
-    verify = getattr(tir.analysis, "verify", None) if VERIFY else None
-    if verify is not None:
+    if VERIFY:
         problems = verify(scheduled)
         assert not problems, f"the validator rejects an accepted schedule: {problems}\n{scheduled.script()}"
     text = scheduled.script()
@@ -423,7 +431,7 @@ def test_random_schedule_is_refused_or_correct(data: st.DataObject) -> None:
     # Sampling primitives draw from the schedule's own generator: seed it from hypothesis.
     sch = Schedule(original, seed=data.draw(st.integers(0, 2**16), label="seed"))
     changed = False
-    for _ in range(data.draw(st.integers(1, 6), label="steps")):
+    for _ in range(data.draw(st.integers(1, MAX_STEPS), label="steps")):
         kind = data.draw(st.sampled_from(PRIMITIVE_CHOICES), label="primitive")
         changed |= apply_step(sch, kind, data)
     llvm = changed and (ALWAYS_LLVM or data.draw(st.integers(0, 4), label="llvm") == 0)

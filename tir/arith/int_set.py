@@ -111,7 +111,14 @@ class _IntervalEvaluator:
         if isinstance(expr, Broadcast):
             return self._interval(expr.value)
         if not self.uses_domain(expr):
-            return expr, expr
+            if expr.dtype.lanes == 1:
+                return expr, expr
+            # Ends are scalars: a vector index (``v * 4 + T.ramp(0, 1, 32) % 4``) is bounded
+            # over its lanes, through sums and differences, by constants below them.
+            if isinstance(expr, (Add, Sub)):
+                (la, ha), (lb, hb) = self._interval(expr.a), self._interval(expr.b)
+                return (_add(la, lb), _add(ha, hb)) if isinstance(expr, Add) else (_sub(la, hb), _sub(ha, lb))
+            return self._constant_fallback(expr)
         if isinstance(expr, Var):
             return self._var_interval(expr)
         if isinstance(expr, Add):

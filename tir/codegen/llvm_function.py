@@ -135,6 +135,21 @@ def to_storage(builder: ir.IRBuilder, value: ir.Value, dtype: DataType) -> ir.Va
     return value
 
 
+def _lane_index(index: PrimExpr, lane: int) -> PrimExpr | None:
+    """Lane ``lane`` of a vector index as a scalar expression, or None when the index is not
+    built from Ramp, Broadcast, scalars and integer arithmetic."""
+    if index.dtype.lanes == 1:
+        return index
+    if isinstance(index, Ramp):
+        return Add(index.base, Mul(index.stride, IntImm(lane, index.stride.dtype)))
+    if isinstance(index, Broadcast):
+        return index.value
+    if isinstance(index, (Add, Sub, Mul, FloorDiv, FloorMod)):
+        a, b = _lane_index(index.a, lane), _lane_index(index.b, lane)
+        return None if a is None or b is None else type(index)(a, b)
+    return None
+
+
 def _lowest_bit(value: int) -> int:
     return value & -value if value else _BIG
 
@@ -669,12 +684,23 @@ class FunctionCodegen:
             pointer = self.element_pointer(binding, buffer, self.index_expr(index.value), index.value.dtype)
             scalar = from_storage(b, b.load(pointer, typ=elem_ty, align=elem_bytes), buffer.dtype)
             return self.splat(scalar, lanes)
-        # A gather, lane by lane.
-        indices = self.index_expr(index)
+        # A gather, lane by lane. When each lane's index can be written as a scalar expression
+        # (Ramp / Broadcast arithmetic), it is emitted as one: lanes loading the same element
+        # then share one load after LLVM's CSE, so ``A[i + T.ramp(0, 1, 32) % 4]`` becomes four
+        # byte loads that LLVM recognizes as one broadcast 32-bit load. (Extracting the lanes
+        # of a computed index vector hides that: LLVM keeps 32 separate loads.)
+        lane_indices = [_lane_index(index, lane) for lane in range(lanes)]
+        indices = None if all(e is not None for e in lane_indices) else self.index_expr(index)
         result: ir.Value = ir.Constant(ir.VectorType(elem_ty, lanes), ir.Undefined)
-        for lane in range(lanes):
+        for lane, lane_index in enumerate(lane_indices):
             position = const(I32, lane)
-            pointer = self.element_pointer(binding, buffer, b.extract_element(indices, position), index.dtype.element)
+            if indices is None:
+                assert lane_index is not None
+                lane_index = simplify(lane_index)
+                offset = self.index_expr(lane_index)
+            else:
+                offset = b.extract_element(indices, position)
+            pointer = self.element_pointer(binding, buffer, offset, index.dtype.element)
             result = b.insert_element(result, b.load(pointer, typ=elem_ty, align=elem_bytes), position)
         return from_storage(b, result, buffer.dtype.with_lanes(lanes))
 

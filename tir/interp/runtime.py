@@ -293,6 +293,94 @@ def unsupported(what: str) -> Any:
     raise NotImplementedError(f"the interpreter cannot run {what}")
 
 
+# ---------------------------------------------------------------- integer SIMD intrinsics
+#
+# The exact lane semantics of the target-specific LLVM intrinsics the built-in tensor
+# intrinsics (tir/intrin/) use, so that tensorized programs run here too. LLVM does not type
+# signedness: an ``<N x i8>`` operand may arrive as an int8 or a uint8 array, and each helper
+# reinterprets the bytes as the instruction does. Sums are computed exactly in int64, then
+# saturated or wrapped exactly as the instruction does.
+
+
+def _bytes_as(values: Any, signed: bool) -> np.ndarray:
+    """The lanes of an 8-bit vector as int64, read as signed or unsigned bytes."""
+    array = np.asarray(values)
+    if array.dtype.itemsize != 1:
+        raise TypeError(f"expected a vector of 8-bit lanes, got {array.dtype}")
+    return array.view(np.int8 if signed else np.uint8).astype(np.int64)
+
+
+def _wrap_lanes(values: np.ndarray, dtype: Any) -> np.ndarray:
+    """int64 lanes reduced modulo 2**bits to ``dtype`` (two's complement wrap-around)."""
+    bits = np.dtype(dtype).itemsize * 8
+    return values.astype(np.uint64).astype(np.dtype(f"uint{bits}")).view(dtype)
+
+
+def _group_sums(products: np.ndarray, group: int) -> np.ndarray:
+    if products.size % group:
+        raise TypeError(f"{products.size} lanes do not form groups of {group}")
+    return products.reshape(-1, group).sum(axis=1)
+
+
+def x86_pmaddubsw(a: Any, b: Any) -> np.ndarray:
+    """``vpmaddubsw`` (``llvm.x86.avx2.pmadd.ub.sw``, SSSE3 / AVX-512BW widths alike).
+
+    Lane i of the int16 result is ``a[2i] * b[2i] + a[2i+1] * b[2i+1]`` with ``a`` read as
+    unsigned and ``b`` as signed bytes, SATURATED to [-32768, 32767]: the sum of two products
+    reaches 2 * 255 * 128 = 65280, so uint8 operands of 128 or more can saturate.
+    """
+    sums = _group_sums(_bytes_as(a, signed=False) * _bytes_as(b, signed=True), 2)
+    return np.clip(sums, -32768, 32767).astype(np.int16)
+
+
+def x86_pmaddwd(a: Any, b: Any) -> np.ndarray:
+    """``vpmaddwd`` (``llvm.x86.avx2.pmadd.wd``): int16 pairs multiplied and summed into int32.
+
+    Lane i is ``a[2i] * b[2i] + a[2i+1] * b[2i+1]``; the one sum that does not fit,
+    2 * (-32768)**2 = 2**31, wraps to -2**31 as the instruction does.
+    """
+    sums = _group_sums(np.asarray(a).astype(np.int64) * np.asarray(b).astype(np.int64), 2)
+    return _wrap_lanes(sums, np.int32)
+
+
+def x86_vpdpbusd(acc: Any, a: Any, b: Any) -> np.ndarray:
+    """``vpdpbusd`` (``llvm.x86.avx512.vpdpbusd.{128,256,512}``, AVX-512 VNNI / AVX-VNNI).
+
+    Lane i is ``acc[i] + sum_{k<4} a[4i+k] * b[4i+k]`` (``a`` unsigned, ``b`` signed bytes),
+    computed without intermediate saturation and wrapped to int32 (the ``vpdpbusds`` form,
+    not supported here, saturates instead).
+    """
+    sums = _group_sums(_bytes_as(a, signed=False) * _bytes_as(b, signed=True), 4)
+    return _wrap_lanes(np.asarray(acc).astype(np.int64) + sums, np.int32)
+
+
+def aarch64_sdot(acc: Any, a: Any, b: Any) -> np.ndarray:
+    """``sdot`` (``llvm.aarch64.neon.sdot.v4i32.v16i8`` / ``.v2i32.v8i8``, FEAT_DotProd).
+
+    Lane i is ``acc[i] + sum_{k<4} a[4i+k] * b[4i+k]``, all signed bytes, wrapped to int32.
+    """
+    sums = _group_sums(_bytes_as(a, signed=True) * _bytes_as(b, signed=True), 4)
+    return _wrap_lanes(np.asarray(acc).astype(np.int64) + sums, np.int32)
+
+
+#: Target-specific LLVM intrinsics the interpreter runs: name (overload suffixes removed) ->
+#: (runtime helper, result lane dtype, (lanes per result lane, lane bits) of each argument).
+#: The translator checks a call's dtypes against this before it emits a call of the helper.
+_BYTE_PAIRS, _SHORT_PAIRS, _BYTE_QUADS, _ACCUMULATOR = (2, 8), (2, 16), (4, 8), (1, 32)
+SIMD_INTRINSICS: dict[str, tuple[str, str, tuple[tuple[int, int], ...]]] = {
+    "llvm.x86.ssse3.pmadd.ub.sw.128": ("_x86_pmaddubsw", "int16", (_BYTE_PAIRS, _BYTE_PAIRS)),
+    "llvm.x86.avx2.pmadd.ub.sw": ("_x86_pmaddubsw", "int16", (_BYTE_PAIRS, _BYTE_PAIRS)),
+    "llvm.x86.avx512.pmaddubs.w.512": ("_x86_pmaddubsw", "int16", (_BYTE_PAIRS, _BYTE_PAIRS)),
+    "llvm.x86.sse2.pmadd.wd": ("_x86_pmaddwd", "int32", (_SHORT_PAIRS, _SHORT_PAIRS)),
+    "llvm.x86.avx2.pmadd.wd": ("_x86_pmaddwd", "int32", (_SHORT_PAIRS, _SHORT_PAIRS)),
+    "llvm.x86.avx512.pmaddw.d.512": ("_x86_pmaddwd", "int32", (_SHORT_PAIRS, _SHORT_PAIRS)),
+    "llvm.x86.avx512.vpdpbusd.128": ("_x86_vpdpbusd", "int32", (_ACCUMULATOR, _BYTE_QUADS, _BYTE_QUADS)),
+    "llvm.x86.avx512.vpdpbusd.256": ("_x86_vpdpbusd", "int32", (_ACCUMULATOR, _BYTE_QUADS, _BYTE_QUADS)),
+    "llvm.x86.avx512.vpdpbusd.512": ("_x86_vpdpbusd", "int32", (_ACCUMULATOR, _BYTE_QUADS, _BYTE_QUADS)),
+    "llvm.aarch64.neon.sdot": ("_aarch64_sdot", "int32", (_ACCUMULATOR, _BYTE_QUADS, _BYTE_QUADS)),
+}
+
+
 # ---------------------------------------------------------------- vectors
 
 
@@ -479,6 +567,10 @@ HELPERS: dict[str, Any] = {
     "_vif": vector_if_then_else,
     "_fma": fma,
     "_unsupported": unsupported,
+    "_x86_pmaddubsw": x86_pmaddubsw,
+    "_x86_pmaddwd": x86_pmaddwd,
+    "_x86_vpdpbusd": x86_vpdpbusd,
+    "_aarch64_sdot": aarch64_sdot,
     "_ramp": ramp,
     "_broadcast": broadcast,
     "_vload": vector_load,

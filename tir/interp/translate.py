@@ -95,6 +95,9 @@ _LLVM_INTRINSICS = {
     "maxnum": "maxnum",
     "minnum": "minnum",
 }
+#: Overload suffixes of an intrinsic name (``llvm.aarch64.neon.sdot.v4i32.v16i8``): dropped to
+#: look the name up in ``runtime.SIMD_INTRINSICS``.
+_OVERLOAD_SUFFIX = re.compile(r"(\.v\d+i\d+)+$")
 _EXTERN_FUNCTIONS = {
     name: name
     for name in ("exp", "exp2", "log", "log2", "log10", "sqrt", "tanh", "erf", "sin", "cos", "floor", "ceil", "trunc")
@@ -768,10 +771,34 @@ class Translator:
             base = callee[:-1] if callee.endswith("f") and callee[:-1] in _EXTERN_FUNCTIONS else callee
             op = _EXTERN_FUNCTIONS.get(base)
         elif len(parts) >= 2 and parts[0] == "llvm":
+            simd = runtime.SIMD_INTRINSICS.get(_OVERLOAD_SUFFIX.sub("", callee))
+            if simd is not None:
+                return self.simd_call(call, simd, texts, what)
             op = _LLVM_INTRINSICS.get(parts[1])
         if op is None:
             return Code(f"_unsupported({what!r})")
         return self.math(call.dtype, op, texts, what)
+
+    def simd_call(
+        self, call: Call, spec: tuple[str, str, tuple[tuple[int, int], ...]], texts: list[str], what: str
+    ) -> Code:
+        """A target-specific integer SIMD intrinsic (``runtime.SIMD_INTRINSICS``).
+
+        Its operand dtypes are checked here, once, so that a mistyped call fails with the
+        intrinsic's name rather than with a numpy shape error deep in a run.
+        """
+        helper, result, operands = spec
+        lanes = call.dtype.lanes
+        args = call.args[1:]
+        shapes_ok = str(call.dtype.element) == result and lanes > 1 and len(args) == len(operands)
+        if shapes_ok:
+            for arg, (per_lane, bits) in zip(args, operands):
+                shapes_ok = shapes_ok and arg.dtype.lanes == per_lane * lanes and arg.dtype.bits == bits
+        if not shapes_ok:
+            wanted = ", ".join(f"{bits}-bit x {per_lane} lanes per result lane" for per_lane, bits in operands)
+            got = ", ".join(str(arg.dtype) for arg in args)
+            raise TypeError(f"{what}: returns {result} vectors from ({wanted}); the call has {call.dtype} from ({got})")
+        return self.full(call.dtype, f"{helper}({', '.join(texts)})")
 
 
 def _free_vars(exprs: Any) -> list[Var]:

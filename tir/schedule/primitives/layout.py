@@ -1,7 +1,1319 @@
-"""Schedule primitives: reindex, transform_layout, transform_block_layout, pad_einsum."""
+"""Schedule primitives: reindex, transform_layout, transform_block_layout, pad_einsum.
+
+These change how data and iterations are laid out, never what is computed:
+
+- ``reindex`` puts a copy of one buffer access in a new buffer indexed by the block's own
+  iterators (the step that shows conv2d as a matmul, TensorIR's "ReIndex");
+- ``transform_layout`` moves an allocated buffer to a new layout given by an index map;
+- ``transform_block_layout`` remaps a block's iteration space by an index map, replacing its
+  loops;
+- ``pad_einsum`` pads an einsum-like block's iteration space (and its operands) to multiples.
+
+Index maps are Python lambdas (``lambda i, j: (i // 16, j, i % 16)``), their text, or
+``tir.schedule.index_map.IndexMap`` objects; the trace stores the text, so traces stay JSON.
+"""
 
 from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from tir.arith import Analyzer, RangeRelaxer, eval_interval, simplify
+from tir.arith.iter_map import inverse_iter_map
+from tir.ir import (
+    And,
+    Block,
+    BlockRealize,
+    Buffer,
+    BufferLoad,
+    BufferRegion,
+    BufferStore,
+    Call,
+    Cast,
+    Div,
+    FloorDiv,
+    FloorMod,
+    For,
+    ForKind,
+    IfThenElse,
+    IntImm,
+    IRMutator,
+    IterKind,
+    IterVar,
+    LetStmt,
+    Mul,
+    PrimExpr,
+    PrimFunc,
+    Range,
+    Stmt,
+    Var,
+    const,
+    substitute,
+)
+from tir.ir.expr import Add
+from tir.ir.stmt import seq
+from tir.ir.structural import structural_equal
+from tir.schedule.errors import ScheduleError
+from tir.schedule.handles import BlockRV
+from tir.schedule.index_map import IndexMap, IndexMapError
+from tir.schedule.primitives._common import block_target, doc_from, loop_dom_map
+from tir.schedule.primitives._layout_util import (
+    Access,
+    ReplaceStmts,
+    accesses_in,
+    allocating_block,
+    bijective_box_image,
+    block_accesses,
+    block_header,
+    body_stmts,
+    buffer_names,
+    contains,
+    defined_in_scope,
+    find_block,
+    free_vars,
+    has_ramp,
+    is_true,
+    is_zero,
+    normalize_buffer_arg,
+    path_to_scope,
+    range_text,
+    region_buffer,
+    scope_of,
+    stores_unconditionally,
+    top_position,
+    touches,
+    trivial_loop_nest,
+    unique_name,
+)
+from tir.schedule.tree import TreeIndex, replace_stmt
+from tir.script.printer import to_script
+
+IndexMapLike = IndexMap | str | Callable[..., Any]
+
+
+# ---------------------------------------------------------------- shared builders
+
+
+def _point(buffer: Buffer, indices: Sequence[PrimExpr]) -> BufferRegion:
+    return BufferRegion.point(buffer, tuple(indices))
+
+
+def _copy_nest(
+    name: str,
+    iter_vars: Sequence[IterVar],
+    extents: Sequence[PrimExpr],
+    make_body: Callable[[dict[Var, PrimExpr]], tuple[BufferStore, tuple[BufferRegion, ...], BufferRegion]],
+) -> Stmt:
+    """A loop nest ``ax0, ax1, ...`` over ``extents`` around a block ``name`` whose spatial
+    iterators (fresh, named after ``iter_vars``) are bound to the loops. ``make_body`` gets the
+    map old iterator -> new iterator and returns the store, the reads and the write."""
+    new_iters = []
+    loop_vars = []
+    vmap: dict[Var, PrimExpr] = {}
+    for k, (iter_var, extent) in enumerate(zip(iter_vars, extents)):
+        var = Var(iter_var.var.name, iter_var.var.dtype)
+        vmap[iter_var.var] = var
+        new_iters.append(IterVar(var, Range(const(0, extent.dtype), extent), IterKind.SPATIAL))
+        loop_vars.append(Var(f"ax{k}", iter_var.var.dtype))
+    store, reads, write = make_body(vmap)
+    block = Block(name, tuple(new_iters), reads, (write,), store)
+    stmt: Stmt = BlockRealize(tuple(loop_vars), const(True), block)
+    for var, extent in reversed(list(zip(loop_vars, extents))):
+        stmt = For(var, const(0, extent.dtype), extent, ForKind.SERIAL, stmt)
+    return stmt
+
+
+class _RedirectAccesses(IRMutator):
+    """Loads and stores of ``old`` go to ``new`` at ``indices`` instead."""
+
+    def __init__(self, old: Buffer, new: Buffer, indices: tuple[PrimExpr, ...]) -> None:
+        self.old = old
+        self.new = new
+        self.indices = indices
+
+    def visit_BufferLoad(self, load: BufferLoad) -> PrimExpr:
+        if load.buffer is self.old:
+            return BufferLoad(self.new, self.indices)
+        return self.generic_visit(load)  # type: ignore[return-value]
+
+    def visit_BufferStore(self, store: BufferStore) -> Stmt:
+        if store.buffer is self.old:
+            return BufferStore(self.new, self.visit(store.value), self.indices)
+        return self.generic_visit(store)  # type: ignore[return-value]
+
+
+class _ReplaceBuffers(IRMutator):
+    def __init__(self, buffer_map: dict[int, Buffer]) -> None:
+        self.buffer_map = buffer_map
+
+    def visit_Buffer(self, buffer: Buffer) -> Buffer:
+        return self.buffer_map.get(id(buffer), buffer)
+
+
+def _show_access(access: Access) -> str:
+    node = access.node
+    text = f"{node.buffer.name}[{', '.join(str(i) for i in node.indices)}]"
+    return ("store to " if access.is_store else "load of ") + text
+
+
+def _outer_vars(func: PrimFunc, index: TreeIndex, scope: BlockRealize) -> set[int]:
+    """Variables defined at the top of ``scope``'s body: scalar parameters, and the loops,
+    lets and block iterators around (and of) the scope."""
+    found = {id(param) for param in func.params if isinstance(param, Var)}
+    for node in [scope.block, *index.ancestors(scope.block)]:
+        if isinstance(node, For):
+            found.add(id(node.loop_var))
+        elif isinstance(node, LetStmt):
+            found.add(id(node.var))
+        elif isinstance(node, Block):
+            found.update(id(iv.var) for iv in node.iter_vars)
+    return found
+
+
+def _outer_dom(index: TreeIndex, scope: BlockRealize) -> dict[Var, Range]:
+    dom = loop_dom_map(index, scope)
+    for node in [scope.block, *index.ancestors(scope.block)]:
+        if isinstance(node, Block):
+            for iv in node.iter_vars:
+                dom[iv.var] = iv.dom
+    return dom
+
+
+# ---------------------------------------------------------------- reindex
+
+
+def reindex(func: PrimFunc, block_name: str, buffer_kind: str, buffer_index: int) -> tuple[PrimFunc, str]:
+    """Access a buffer of a block through a new buffer indexed by the block's iterators.
+
+    For the block's ``buffer_index``-th read (``buffer_kind="read"``) or write buffer ``A``,
+    accessed as ``A[f(v)]``, a new buffer ``A_reindex`` gets one dimension per block iterator
+    that ``f`` uses (in block iterator order, the iterator's extent as size). A new block (also
+    named ``A_reindex``) copies ``A_reindex[v...] = A[f(v)]`` right before the block's
+    top-level statement in its scope (for a read), or ``A[f(v)] = A_reindex[v...]`` right after
+    it (for a write), over the whole domain of those iterators; the block itself accesses
+    ``A_reindex[v...]``. Returns the new block's name. This is how a convolution becomes a
+    matmul: every operand is then indexed by plain iterators (see ``transform_block_layout``).
+
+    Preconditions:
+
+    - the block is not the root block, has iterators and none of them is opaque; it holds no
+      nested blocks and no match_buffer view of ``A``;
+    - every access of ``A`` in the block (body and init) uses the same indices ``f(v)``, a
+      single point (no vector ``T.ramp``, no loads in the indices), and the block declares
+      single-point regions of ``A``; ``f`` uses at least one iterator, each with a domain
+      starting at 0, and no variable defined inside the block's scope other than them; the
+      indices stay inside ``A`` over the whole domain of those iterators (the copy visits all
+      of it, even where the block guards its access);
+    - every value of those iterators runs (their bindings cover their domains over the loops
+      inside the scope, a ``T.where`` included; no ``if`` or ``let`` between the block and its
+      scope), so the copy touches exactly what the block touches;
+    - a read buffer is not written by the block (reindex it as a write); a written buffer is
+      stored unconditionally (not under an ``if`` or a loop, in the body or the init), and read
+      by the block only after its ``T.init()`` stored to it;
+    - ``A`` is defined in the block's scope, the block is not inside the scope's init, and
+      nothing else in the block's top-level statement writes ``A`` (for a read) or touches
+      ``A`` (for a write).
+
+    Before (``reindex(C, ("read", 1))``: ``A``, read at ``[vi + vk]``)::
+
+        for i, k in T.grid(8, 4):
+            with T.block("C"):
+                vi, vk = T.remap("SR", i, k)
+                with T.init():
+                    C[vi] = 0.0
+                C[vi] += A[vi + vk] * B[vk]
+
+    After::
+
+        A_reindex = T.alloc_buffer((8, 4), "float32")
+        for ax0, ax1 in T.grid(8, 4):
+            with T.block("A_reindex"):
+                vi, vk = T.remap("SS", ax0, ax1)
+                A_reindex[vi, vk] = A[vi + vk]
+        for i, k in T.grid(8, 4):
+            with T.block("C"):
+                vi, vk = T.remap("SR", i, k)
+                with T.init():
+                    C[vi] = 0.0
+                C[vi] += A_reindex[vi, vk] * B[vk]
+    """
+    primitive = "reindex"
+    index = TreeIndex(func)
+    realize = find_block(index, block_name, primitive)
+    target = block_target(realize)
+    block = realize.block
+    scope = scope_of(index, realize, primitive)
+    if not block.iter_vars:
+        raise ScheduleError(
+            primitive, target, "the block has no iterators (an opaque block): nothing to index a new buffer by"
+        )
+    opaque = [iv.var.name for iv in block.iter_vars if iv.kind is IterKind.OPAQUE]
+    if opaque:
+        raise ScheduleError(
+            primitive,
+            target,
+            f"the block has opaque iterators {opaque}; only spatial and reduce iterators can index a buffer",
+        )
+    buffer = region_buffer(realize, buffer_kind, buffer_index, primitive)
+    accesses, nested = block_accesses(block, buffer)
+    if nested:
+        raise ScheduleError(
+            primitive,
+            target,
+            f"the block holds nested blocks ({nested[0].name!r}); reindex a block without them",
+            block,
+        )
+    if any(match.source.buffer is buffer for match in block.match_buffers):
+        raise ScheduleError(primitive, target, f"the block views {buffer.name} through a match_buffer", block)
+    if not accesses:
+        raise ScheduleError(primitive, target, f"the block declares {buffer.name} but never loads or stores it", block)
+    pattern = accesses[0].indices
+    for access in accesses[1:]:
+        if not structural_equal(access.indices, pattern):
+            raise ScheduleError(
+                primitive,
+                target,
+                f"the block accesses {buffer.name} at different indices ({_show_access(accesses[0])}, "
+                f"{_show_access(access)}); reindex needs one index pattern",
+                block,
+            )
+    if has_ramp(pattern) or contains(pattern, BufferLoad):
+        raise ScheduleError(
+            primitive,
+            target,
+            f"the indices of {buffer.name} must be scalar expressions of the iterators (no T.ramp, no loads): "
+            f"{_show_access(accesses[0])}",
+        )
+    for region in (*block.reads, *block.writes):
+        if region.buffer is buffer and not all(
+            isinstance(rng.extent, IntImm) and rng.extent.value == 1 for rng in region.region
+        ):
+            raise ScheduleError(
+                primitive,
+                target,
+                f"each instance must access a single point of {buffer.name}, but the block declares the region "
+                f"{to_script(region)}",
+                block_header(realize),
+            )
+    iter_ids = {id(iv.var) for iv in block.iter_vars}
+    outer = _outer_vars(func, index, scope)
+    used_ids = set()
+    for var in free_vars(pattern):
+        if id(var) in iter_ids:
+            used_ids.add(id(var))
+        elif id(var) not in outer:
+            raise ScheduleError(
+                primitive,
+                target,
+                f"the indices of {buffer.name} use {var.name}, which is neither an iterator of the block nor "
+                "defined outside its scope",
+                _show_access(accesses[0]),
+            )
+    used = [(k, iv) for k, iv in enumerate(block.iter_vars) if id(iv.var) in used_ids]
+    if not used:
+        raise ScheduleError(
+            primitive, target, f"the indices of {buffer.name} use no iterator of the block: {_show_access(accesses[0])}"
+        )
+    analyzer = Analyzer()
+    for _, iv in used:
+        if not analyzer.can_prove_equal(iv.dom.min, 0):
+            raise ScheduleError(
+                primitive, target, f"the domain of iterator {iv.var.name} must start at 0 (it starts at {iv.dom.min})"
+            )
+    outer_dom = _outer_dom(index, scope)
+    iter_dom = {iv.var: iv.dom for _, iv in used}
+    bounds = Analyzer()
+    for var, rng in outer_dom.items():
+        bounds.bind(var, rng)
+    for dim, (expr, extent) in enumerate(zip(pattern, buffer.shape)):
+        low, high = eval_interval(expr, iter_dom)
+        if not (bounds.can_prove(low >= 0) and bounds.can_prove(high < extent)):
+            raise ScheduleError(
+                primitive,
+                target,
+                f"index {dim} of {buffer.name}, {expr}, may leave [0, {extent}) as the iterators sweep their "
+                "domains; the copy (over the whole domain) would access the buffer out of bounds",
+                _show_access(accesses[0]),
+            )
+    reads_it = any(not a.is_store for a in accesses)
+    writes_it = any(a.is_store for a in accesses)
+    if buffer_kind == "read" and writes_it:
+        raise ScheduleError(
+            primitive,
+            target,
+            f'the block writes {buffer.name} as well; reindex it as a write buffer ("write", i)',
+            block,
+        )
+    if buffer_kind == "write" and reads_it:
+        init_stores = any(a.is_store for a in accesses_in(block.init, buffer))
+        if not init_stores:
+            raise ScheduleError(
+                primitive,
+                target,
+                f"the block reads {buffer.name} without a T.init() that stores it first; the new buffer would "
+                "start without the values it reads (reindex before decompose_reduction)",
+                block,
+            )
+    if (
+        buffer_kind == "write"
+        and not stores_unconditionally(block.body, buffer)
+        and not stores_unconditionally(block.init, buffer)
+    ):
+        raise ScheduleError(
+            primitive,
+            target,
+            f"the block stores {buffer.name} only under a condition (an if or a loop); the copy back would "
+            "write elements the block leaves alone",
+            block,
+        )
+    _check_instances_cover(index, realize, scope, used, primitive)
+    position = top_position(index, scope, realize)
+    if position is None:
+        raise ScheduleError(primitive, target, f"the block is inside the init of {scope.block.name!r}")
+    if not defined_in_scope(func, index, scope, buffer):
+        raise ScheduleError(
+            primitive,
+            target,
+            f"{buffer.name} is not defined in the scope of block {scope.block.name!r} (allocated by the block itself?)",
+        )
+    stmts = body_stmts(scope.block)
+    top = stmts[position]
+    other_reads, other_writes = touches(top, buffer, skip=[realize])
+    if buffer_kind == "read" and other_writes:
+        raise ScheduleError(
+            primitive,
+            target,
+            f"another block in the same top-level statement writes {buffer.name}; a copy made before the statement "
+            "would be stale",
+            top,
+        )
+    if buffer_kind == "write" and (other_reads or other_writes):
+        raise ScheduleError(
+            primitive,
+            target,
+            f"another block in the same top-level statement accesses {buffer.name}; it would miss what the block "
+            "writes (the copy back comes after the statement)",
+            top,
+        )
+
+    name = unique_name(f"{buffer.name}_reindex", buffer_names(func))
+    copy_name = unique_name(f"{buffer.name}_reindex", set(index.blocks))
+    used_iters = [iv for _, iv in used]
+    new_buffer = Buffer(name, tuple(iv.dom.extent for iv in used_iters), buffer.dtype, buffer.scope)
+    new_indices = tuple(iv.var for iv in used_iters)
+
+    def copy_body(vmap: dict[Var, PrimExpr]) -> tuple[BufferStore, tuple[BufferRegion, ...], BufferRegion]:
+        inner = tuple(vmap[iv.var] for iv in used_iters)
+        outer_indices = tuple(substitute(index_expr, vmap) for index_expr in pattern)
+        if buffer_kind == "read":
+            store = BufferStore(new_buffer, BufferLoad(buffer, outer_indices), inner)
+            return store, (_point(buffer, outer_indices),), _point(new_buffer, inner)
+        store = BufferStore(buffer, BufferLoad(new_buffer, inner), outer_indices)
+        return store, (_point(new_buffer, inner),), _point(buffer, outer_indices)
+
+    copy = _copy_nest(copy_name, used_iters, [iv.dom.extent for iv in used_iters], copy_body)
+    redirect = _RedirectAccesses(buffer, new_buffer, new_indices)
+    new_block = block.replace(
+        body=redirect.visit(block.body),
+        init=redirect.visit(block.init) if block.init is not None else None,
+        reads=tuple(_point(new_buffer, new_indices) if r.buffer is buffer else r for r in block.reads),
+        writes=tuple(_point(new_buffer, new_indices) if r.buffer is buffer else r for r in block.writes),
+    )
+    new_top = ReplaceStmts({id(realize): realize.replace(block=new_block)}).visit(top)
+    pieces = [copy, new_top] if buffer_kind == "read" else [new_top, copy]
+    body = seq(*stmts[:position], *pieces, *stmts[position + 1 :])
+    new_scope = scope.block.replace(body=body, alloc_buffers=(*scope.block.alloc_buffers, new_buffer))
+    return replace_stmt(index, scope, scope.replace(block=new_scope)), copy_name
+
+
+def _check_instances_cover(
+    index: TreeIndex, realize: BlockRealize, scope: BlockRealize, used: list[tuple[int, IterVar]], primitive: str
+) -> None:
+    """Refuse unless, for each outer iteration of the scope, the block runs every value of the
+    ``used`` iterators (the loops inside the scope, and the predicate, cover their domains)."""
+    from tir.arith.iter_map import detect_iter_map
+
+    target = block_target(realize)
+    inner: dict[Var, Range] = {}
+    for node in path_to_scope(index, realize, scope):
+        if isinstance(node, For):
+            inner[node.loop_var] = Range(node.min, node.extent)
+        elif isinstance(node, (IfThenElse, LetStmt)):
+            kind = "an if" if isinstance(node, IfThenElse) else "a let"
+            raise ScheduleError(
+                primitive,
+                target,
+                f"the block is under {kind} inside its scope; cannot tell which of its instances run",
+                node,
+            )
+    bindings = [realize.iter_values[k] for k, _ in used]
+    predicate: PrimExpr | bool = True if is_true(realize.predicate) else realize.predicate
+    result = detect_iter_map(bindings, inner, predicate, "surjective", var_ranges=_outer_dom(index, scope))
+    analyzer = Analyzer()
+    problem = "; ".join(result.errors)
+    if result.ok and not result.predicate_applied:
+        problem = f"the predicate {realize.predicate} may skip instances"
+    if result.ok and not problem:
+        for (_, iv), rng in zip(used, result.ranges):
+            if not (
+                analyzer.can_prove_equal(rng.min, iv.dom.min) and analyzer.can_prove_equal(rng.extent, iv.dom.extent)
+            ):
+                problem = (
+                    f"iterator {iv.var.name} takes the values {range_text(rng)} in its scope, "
+                    f"not its whole domain {range_text(iv.dom)}"
+                )
+                break
+    if problem:
+        raise ScheduleError(
+            primitive,
+            target,
+            "the block must run every value of the iterators the access uses, so the copy touches exactly what "
+            f"the block touches: {problem}",
+            block_header(realize),
+        )
+
+
+# ---------------------------------------------------------------- transform_layout
+
+
+def transform_layout(
+    func: PrimFunc, block_name: str, buffer_kind: str, buffer_index: int, index_map: IndexMapLike
+) -> PrimFunc:
+    """Store a buffer allocated in the function in a new layout given by ``index_map``.
+
+    The buffer is the block's ``buffer_index``-th read (``buffer_kind="read"``) or write; the
+    change applies to every block that uses it. The new shape is the image of the old one
+    under the map, which must send the old box ``[0, shape)`` one-to-one onto a box starting
+    at 0 (decided with ``tir.arith.iter_map`` for quasi-affine maps, by enumeration for other
+    maps of small constant shapes). Every access ``A[idx]`` becomes ``A[map(idx)]``
+    (simplified under the iterator and loop ranges), every declared region is mapped (relaxed
+    to a box when it is not a point), and the allocation gets the new shape.
+
+    Preconditions: the buffer is allocated in the function (not a parameter: that would change
+    the function's signature), has no explicit strides or offset, is not viewed by a
+    ``match_buffer``, is never accessed with a vector index (``T.ramp``), and the map takes one
+    index per dimension and is a bijection onto a box from 0.
+
+    Before (``transform_layout(C, ("read", 1), lambda k, j: (j // 16, k, j % 16))``)::
+
+        B_global = T.alloc_buffer((64, 32), "float32")
+        for ax0, ax1 in T.grid(64, 32):
+            with T.block("B_global"):
+                v0, v1 = T.remap("SS", ax0, ax1)
+                B_global[v0, v1] = B[v0, v1]
+        for i, j, k in T.grid(32, 32, 64):
+            with T.block("C"):
+                vi, vj, vk = T.remap("SSR", i, j, k)
+                with T.init():
+                    C[vi, vj] = 0.0
+                C[vi, vj] += A[vi, vk] * B_global[vk, vj]
+
+    After::
+
+        B_global = T.alloc_buffer((2, 64, 16), "float32")
+        for ax0, ax1 in T.grid(64, 32):
+            with T.block("B_global"):
+                v0, v1 = T.remap("SS", ax0, ax1)
+                B_global[v1 // 16, v0, v1 % 16] = B[v0, v1]
+        for i, j, k in T.grid(32, 32, 64):
+            with T.block("C"):
+                vi, vj, vk = T.remap("SSR", i, j, k)
+                with T.init():
+                    C[vi, vj] = 0.0
+                C[vi, vj] += A[vi, vk] * B_global[vj // 16, vk, vj % 16]
+    """
+    primitive = "transform_layout"
+    index = TreeIndex(func)
+    realize = find_block(index, block_name, primitive)
+    buffer = region_buffer(realize, buffer_kind, buffer_index, primitive)
+    target = f"{block_target(realize)}, buffer {buffer.name}"
+    if any(param is buffer for param in func.params):
+        raise ScheduleError(
+            primitive,
+            target,
+            f"{buffer.name} is a parameter; only buffers allocated inside the function can change layout "
+            "(cache_read / cache_write it first, then transform the copy)",
+        )
+    owner = allocating_block(func, buffer)
+    if owner is None:
+        raise ScheduleError(
+            primitive, target, f"{buffer.name} is not allocated by a block of the function (a match_buffer view?)"
+        )
+    if buffer.strides or buffer.elem_offset is not None:
+        raise ScheduleError(
+            primitive,
+            target,
+            f"{buffer.name} has explicit strides or an element offset (storage_align?); transform its layout first",
+        )
+    viewer = _match_buffer_user(func, buffer)
+    if viewer is not None:
+        raise ScheduleError(
+            primitive,
+            target,
+            f"block {viewer.name!r} views {buffer.name} through a match_buffer; the view would not follow the layout",
+        )
+    index_map = _coerce_map(index_map, buffer.ndim, [s.dtype for s in buffer.shape], primitive, target)
+    accesses = _all_accesses(func, buffer)
+    for access in accesses:
+        if has_ramp(access.indices):
+            raise ScheduleError(
+                primitive, target, f"{buffer.name} is accessed with a vector index: {_show_access(access)}"
+            )
+    domain = [Range(const(0, extent.dtype), extent) for extent in buffer.shape]
+    image = bijective_box_image(index_map, domain, primitive, target, f"the shape {list(map(str, buffer.shape))}")
+    new_buffer = buffer.replace(shape=tuple(image.shape))
+    rewriter = _LayoutRewriter(buffer, new_buffer, index_map)
+    return func.replace(body=rewriter.visit(func.body))
+
+
+def _coerce_map(index_map: IndexMapLike, ndim: int, dtypes: Sequence[Any], primitive: str, target: str) -> IndexMap:
+    try:
+        return IndexMap.coerce(index_map, ndim, dtypes)
+    except (IndexMapError, TypeError) as exc:
+        raise ScheduleError(primitive, target, f"bad index map: {exc}") from exc
+
+
+def _match_buffer_user(func: PrimFunc, buffer: Buffer) -> Block | None:
+    from tir.ir import IRVisitor
+
+    found: list[Block] = []
+
+    class Find(IRVisitor):
+        def visit_Block(self, block: Block) -> None:
+            if any(match.source.buffer is buffer for match in block.match_buffers):
+                found.append(block)
+            self.generic_visit(block)
+
+    Find().visit(func.body)
+    return found[0] if found else None
+
+
+def _all_accesses(func: PrimFunc, buffer: Buffer) -> list[Access]:
+    from tir.ir import IRVisitor
+
+    found: list[Access] = []
+
+    class Find(IRVisitor):
+        def visit_BufferLoad(self, load: BufferLoad) -> None:
+            if load.buffer is buffer:
+                found.append(Access(load, False))
+            self.generic_visit(load)
+
+        def visit_BufferStore(self, store: BufferStore) -> None:
+            if store.buffer is buffer:
+                found.append(Access(store, True))
+            self.generic_visit(store)
+
+    Find().visit(func.body)
+    return found
+
+
+class _LayoutRewriter(IRMutator):
+    """Every access and region of ``old`` mapped through ``index_map`` onto ``new``."""
+
+    def __init__(self, old: Buffer, new: Buffer, index_map: IndexMap) -> None:
+        self.old = old
+        self.new = new
+        self.index_map = index_map
+        self.dom: dict[Var, Range] = {}
+
+    def visit_Buffer(self, buffer: Buffer) -> Buffer:
+        return self.new if buffer is self.old else buffer
+
+    def _scoped(self, entries: dict[Var, Range], visit: Callable[[], Any]) -> Any:
+        saved = {var: self.dom[var] for var in entries if var in self.dom}
+        self.dom.update(entries)
+        try:
+            return visit()
+        finally:
+            for var in entries:
+                del self.dom[var]
+            self.dom.update(saved)
+
+    def visit_For(self, loop: For) -> Stmt:
+        return self._scoped({loop.loop_var: Range(loop.min, loop.extent)}, lambda: self.generic_visit(loop))
+
+    def visit_Block(self, block: Block) -> Stmt:
+        return self._scoped({iv.var: iv.dom for iv in block.iter_vars}, lambda: self.generic_visit(block))
+
+    def _map(self, indices: Sequence[PrimExpr]) -> tuple[PrimExpr, ...]:
+        return tuple(simplify(expr, self.dom) for expr in self.index_map.apply(list(indices)))
+
+    def visit_BufferLoad(self, load: BufferLoad) -> PrimExpr:
+        new = self.generic_visit(load)
+        assert isinstance(new, BufferLoad)
+        if load.buffer is not self.old:
+            return new
+        return BufferLoad(self.new, self._map(new.indices))
+
+    def visit_BufferStore(self, store: BufferStore) -> Stmt:
+        new = self.generic_visit(store)
+        assert isinstance(new, BufferStore)
+        if store.buffer is not self.old:
+            return new
+        return BufferStore(self.new, new.value, self._map(new.indices))
+
+    def visit_BufferRegion(self, region: BufferRegion) -> BufferRegion:
+        if region.buffer is not self.old:
+            return self.generic_visit(region)  # type: ignore[return-value]
+        ranges = region.region
+        if all(isinstance(r.extent, IntImm) and r.extent.value == 1 for r in ranges):
+            return _point(self.new, self._map([r.min for r in ranges]))
+        # Relax the map over the region: each non-point dimension becomes a variable sweeping it.
+        sweep: dict[Var, Range] = {}
+        indices: list[PrimExpr] = []
+        for dim, rng in enumerate(ranges):
+            if isinstance(rng.extent, IntImm) and rng.extent.value == 1:
+                indices.append(rng.min)
+            else:
+                var = Var(f"t{dim}", rng.min.dtype)
+                sweep[var] = rng
+                indices.append(var)
+        relaxer = RangeRelaxer(sweep)
+        new_ranges = []
+        for expr, extent in zip(self.index_map.apply(indices), self.new.shape):
+            relaxed = relaxer.relax(Range(expr, const(1, expr.dtype)), extent)
+            new_ranges.append(Range(simplify(relaxed.min, self.dom), simplify(relaxed.extent, self.dom)))
+        return BufferRegion(self.new, tuple(new_ranges))
+
+
+# ---------------------------------------------------------------- transform_block_layout
+
+
+def transform_block_layout(func: PrimFunc, block_name: str, index_map: IndexMapLike) -> PrimFunc:
+    """Remap a block's iteration space: the new iterators are ``index_map(old iterators)``.
+
+    The loops around the block (in its scope) are replaced by one new loop per new iterator,
+    over the image of the old domain (outermost first, in the map's result order), each new
+    iterator bound to its loop. The block's body, init and regions use the old iterators
+    expressed through the inverse map, simplified. A new iterator that depends only on spatial
+    (reduce) iterators is spatial (reduce). A result that is one old iterator keeps its name
+    and its loop's name; a combination is named after its parts (``vn_vh_vw`` over loop
+    ``n_h_w``). Handles of the old loops become invalid: ``get_loops`` gives the new ones.
+
+    Preconditions: the block is not the root, has iterators, none opaque, and no predicate
+    (``T.where``); the statements between it and its scope are loops only, serial without
+    annotations, each binding exactly one iterator over its whole domain from 0 (no other
+    statement or block under them); the map takes one index per iterator, is quasi-affine,
+    and sends the iteration domain one-to-one onto a box starting at 0; no result mixes
+    spatial and reduce iterators.
+
+    Before (``transform_block_layout(C, lambda i, j, k: (i * 8 + j, k))``)::
+
+        for i, j, k in T.grid(4, 8, 16):
+            with T.block("C"):
+                vi, vj, vk = T.remap("SSR", i, j, k)
+                with T.init():
+                    C[vi, vj] = 0.0
+                C[vi, vj] += A[vi, vk] * B[vk, vj]
+
+    After::
+
+        for i_j, k in T.grid(32, 16):
+            with T.block("C"):
+                vi_vj, vk = T.remap("SR", i_j, k)
+                with T.init():
+                    C[vi_vj // 8, vi_vj % 8] = 0.0
+                C[vi_vj // 8, vi_vj % 8] += A[vi_vj // 8, vk] * B[vk, vi_vj % 8]
+    """
+    primitive = "transform_block_layout"
+    index = TreeIndex(func)
+    realize = find_block(index, block_name, primitive)
+    target = block_target(realize)
+    block = realize.block
+    scope = _check_remappable(index, realize)
+    loops = trivial_loop_nest(index, realize, scope, primitive, serial_only=True)
+    index_map = _coerce_map(
+        index_map, len(block.iter_vars), [iv.var.dtype for iv in block.iter_vars], primitive, target
+    )
+    image = bijective_box_image(
+        index_map, [iv.dom for iv in block.iter_vars], primitive, target, "the block's iteration domain"
+    )
+    if not image.by_iter_map:
+        raise ScheduleError(
+            primitive,
+            target,
+            f"the index map {index_map} is one-to-one here, but not quasi-affine; its inverse cannot be written",
+        )
+    param_kind = {id(p): iv.kind for p, iv in zip(index_map.params, block.iter_vars)}
+    param_pos = {id(p): k for k, p in enumerate(index_map.params)}
+    new_iters: list[IterVar] = []
+    loop_names: list[str] = []
+    taken_iters: set[str] = set()
+    taken_loops: set[str] = set()
+    for k, (result, extent) in enumerate(zip(index_map.results, image.shape)):
+        sources = [param_pos[id(v)] for v in free_vars(result) if id(v) in param_pos]
+        sources.sort()
+        kinds = {param_kind[id(index_map.params[s])] for s in sources}
+        if len(kinds) > 1:
+            raise ScheduleError(
+                primitive,
+                target,
+                f"result {k} of the index map, {result}, mixes spatial and reduce iterators "
+                f"({', '.join(block.iter_vars[s].var.name for s in sources)})",
+            )
+        kind = kinds.pop() if kinds else IterKind.SPATIAL
+        if sources:
+            iter_name = "_".join(block.iter_vars[s].var.name for s in sources)
+            loop_name = "_".join(loops[s].loop_var.name for s in sources)
+        else:
+            iter_name, loop_name = f"v{k}", f"ax{k}"
+        iter_name = unique_name(iter_name, taken_iters)
+        loop_name = unique_name(loop_name, taken_loops)
+        taken_iters.add(iter_name)
+        taken_loops.add(loop_name)
+        dtype = result.dtype
+        new_iters.append(IterVar(Var(iter_name, dtype), Range(const(0, dtype), extent), kind))
+        loop_names.append(loop_name)
+    inverse = inverse_iter_map(image.result, [iv.var for iv in new_iters])
+    new_dom = {iv.var: iv.dom for iv in new_iters}
+    vmap: dict[Var, PrimExpr] = {}
+    for param, iv in zip(index_map.params, block.iter_vars):
+        vmap[iv.var] = simplify(inverse[param], new_dom)
+    new_block = _SubstituteBlock(vmap, new_dom).visit(block)
+    assert isinstance(new_block, Block)
+    new_block = new_block.replace(iter_vars=tuple(new_iters))
+    loop_vars = [Var(name, iv.var.dtype) for name, iv in zip(loop_names, new_iters)]
+    stmt: Stmt = BlockRealize(tuple(loop_vars), realize.predicate, new_block)
+    for var, iv in reversed(list(zip(loop_vars, new_iters))):
+        stmt = For(var, iv.dom.min, iv.dom.extent, ForKind.SERIAL, stmt)
+    outermost: Stmt = path_to_scope(index, realize, scope)[-1] if loops else realize
+    return replace_stmt(index, outermost, stmt)
+
+
+def _check_remappable(index: TreeIndex, realize: BlockRealize) -> BlockRealize:
+    """The first checks of transform_block_layout (before the index map is read); returns the
+    block's scope."""
+    primitive = "transform_block_layout"
+    target = block_target(realize)
+    block = realize.block
+    scope = scope_of(index, realize, primitive)
+    if not block.iter_vars:
+        raise ScheduleError(primitive, target, "the block has no iterators (an opaque block)")
+    if not is_true(realize.predicate):
+        raise ScheduleError(
+            primitive,
+            target,
+            f"the block has a predicate (T.where({realize.predicate})); only a block without one can be remapped",
+            block_header(realize),
+        )
+    opaque = [iv.var.name for iv in block.iter_vars if iv.kind is IterKind.OPAQUE]
+    if opaque:
+        raise ScheduleError(primitive, target, f"the block has opaque iterators {opaque}; they cannot be remapped")
+    return scope
+
+
+class _SubstituteBlock(IRMutator):
+    """Old iterators replaced by expressions of the new ones; indices and regions simplified."""
+
+    def __init__(self, vmap: dict[Var, PrimExpr], dom: dict[Var, Range]) -> None:
+        self.vmap = vmap
+        self.dom = dict(dom)
+
+    def visit_Var(self, var: Var) -> PrimExpr:
+        return self.vmap.get(var, var)
+
+    def visit_For(self, loop: For) -> Stmt:
+        self.dom[loop.loop_var] = Range(loop.min, loop.extent)
+        try:
+            return self.generic_visit(loop)  # type: ignore[return-value]
+        finally:
+            del self.dom[loop.loop_var]
+
+    def _simplify_all(self, indices: tuple[PrimExpr, ...]) -> tuple[PrimExpr, ...]:
+        return tuple(simplify(i, self.dom) for i in indices)
+
+    def visit_BufferLoad(self, load: BufferLoad) -> PrimExpr:
+        new = self.generic_visit(load)
+        assert isinstance(new, BufferLoad)
+        return new if new is load else new.replace(indices=self._simplify_all(new.indices))
+
+    def visit_BufferStore(self, store: BufferStore) -> Stmt:
+        new = self.generic_visit(store)
+        assert isinstance(new, BufferStore)
+        return new if new is store else new.replace(indices=self._simplify_all(new.indices))
+
+    def visit_Range(self, rng: Range) -> Range:
+        new = self.generic_visit(rng)
+        assert isinstance(new, Range)
+        if new is rng:
+            return rng
+        return Range(simplify(new.min, self.dom), simplify(new.extent, self.dom))
+
+
+# ---------------------------------------------------------------- pad_einsum
+
+
+def pad_einsum(func: PrimFunc, block_name: str, padding: Sequence[int]) -> PrimFunc:
+    """Pad an einsum-like block's iteration space, and its operands, to multiples of ``padding``.
+
+    ``padding`` has one positive entry per block iterator; an iterator of extent ``e`` gets the
+    extent ``ceil(e / p) * p``. Every buffer indexed by a padded iterator is replaced, in the
+    block, by a new buffer ``<name>_pad`` of the padded shape: a block ``<name>_pad`` before
+    the block's loop nest copies an input in, zero outside the original range
+    (``T.if_then_else``); a block ``<name>_unpad`` after it copies the original part of an
+    output back. An output the block reads without a ``T.init()`` storing it is copied in as
+    well. The loops keep their variables (and kinds); only their extents grow. When no extent
+    changes the program is unchanged.
+
+    Preconditions:
+
+    - the block is not the root, has no predicate, no opaque iterators, constant iterator
+      extents, no nested blocks or match_buffers, and the statements between it and its scope
+      are its own loops only, each binding one iterator over its whole domain from 0;
+    - einsum form: every index of every load and store in the block is a block iterator or an
+      integer constant, and each buffer is accessed with one index pattern, inside its bounds
+      over the original iteration domain;
+    - an output is stored unconditionally (not under an ``if`` or a loop), unless it is copied
+      in (read without an init);
+    - when a reduce iterator is padded, the body is one update ``C[...] = C[...] + X`` where
+      ``X`` is a product in which, for each padded reduce iterator, some factor is a load (or a
+      cast of one) of a buffer indexed by it, and every factor that is not such a load reads no
+      padded buffer (so the extra iterations add exact zeros);
+    - every padded spatial iterator indexes every buffer the block writes (else the extra
+      instances would overwrite kept elements);
+    - no integer division or modulo divides by a load of a padded buffer (padding is zero);
+    - the padded buffers are defined in the block's scope and the block is not in its init.
+
+    Before (``pad_einsum(C, [16, 16, 16])``)::
+
+        for i, j, k in T.grid(127, 127, 127):
+            with T.block("C"):
+                vi, vj, vk = T.remap("SSR", i, j, k)
+                with T.init():
+                    C[vi, vj] = 0.0
+                C[vi, vj] += A[vi, vk] * B[vk, vj]
+
+    After::
+
+        A_pad = T.alloc_buffer((128, 128), "float32")
+        B_pad = T.alloc_buffer((128, 128), "float32")
+        C_pad = T.alloc_buffer((128, 128), "float32")
+        for ax0, ax1 in T.grid(128, 128):
+            with T.block("A_pad"):
+                vi, vk = T.remap("SS", ax0, ax1)
+                A_pad[vi, vk] = T.if_then_else(vi < 127 and vk < 127, A[vi, vk], 0.0)
+        for ax0, ax1 in T.grid(128, 128):
+            with T.block("B_pad"):
+                vk, vj = T.remap("SS", ax0, ax1)
+                B_pad[vk, vj] = T.if_then_else(vk < 127 and vj < 127, B[vk, vj], 0.0)
+        for i, j, k in T.grid(128, 128, 128):
+            with T.block("C"):
+                vi, vj, vk = T.remap("SSR", i, j, k)
+                with T.init():
+                    C_pad[vi, vj] = 0.0
+                C_pad[vi, vj] += A_pad[vi, vk] * B_pad[vk, vj]
+        for ax0, ax1 in T.grid(127, 127):
+            with T.block("C_unpad"):
+                vi, vj = T.remap("SS", ax0, ax1)
+                C[vi, vj] = C_pad[vi, vj]
+    """
+    primitive = "pad_einsum"
+    index = TreeIndex(func)
+    realize = find_block(index, block_name, primitive)
+    target = block_target(realize)
+    block = realize.block
+    scope = scope_of(index, realize, primitive)
+    padding = list(padding)
+    if len(padding) != len(block.iter_vars):
+        raise ScheduleError(
+            primitive,
+            target,
+            f"padding needs one entry per block iterator ({len(block.iter_vars)}), got {len(padding)}: {padding}",
+        )
+    for factor in padding:
+        if isinstance(factor, bool) or not isinstance(factor, int) or factor < 1:
+            raise ScheduleError(primitive, target, f"padding entries must be positive integers, got {padding}")
+    if not is_true(realize.predicate):
+        raise ScheduleError(
+            primitive, target, f"the block has a predicate (T.where({realize.predicate}))", block_header(realize)
+        )
+    extents: list[int] = []
+    for iv in block.iter_vars:
+        if iv.kind is IterKind.OPAQUE:
+            raise ScheduleError(primitive, target, f"iterator {iv.var.name} is opaque; it cannot be padded")
+        if not (isinstance(iv.dom.extent, IntImm) and is_zero(iv.dom.min)):
+            raise ScheduleError(
+                primitive,
+                target,
+                f"iterator {iv.var.name} must have a constant domain starting at 0, it has {range_text(iv.dom)}",
+            )
+        extents.append(iv.dom.extent.value)
+    loops = trivial_loop_nest(index, realize, scope, primitive, serial_only=False)
+    accesses, nested = block_accesses(block)
+    if nested:
+        raise ScheduleError(primitive, target, f"the block holds nested blocks ({nested[0].name!r})", block)
+    if block.match_buffers:
+        raise ScheduleError(primitive, target, "the block has match_buffer views", block)
+    iter_by_id = {id(iv.var): k for k, iv in enumerate(block.iter_vars)}
+    patterns: dict[int, tuple[Buffer, tuple[PrimExpr, ...]]] = {}
+    for access in accesses:
+        for expr in access.indices:
+            if not (isinstance(expr, IntImm) or (isinstance(expr, Var) and id(expr) in iter_by_id)):
+                raise ScheduleError(
+                    primitive,
+                    target,
+                    f"not in einsum form: every index must be a block iterator or a constant, but the "
+                    f"{_show_access(access)} has the index {expr}",
+                    block,
+                )
+        buffer = access.node.buffer
+        known = patterns.get(id(buffer))
+        if known is None:
+            patterns[id(buffer)] = (buffer, access.indices)
+        elif not structural_equal(known[1], access.indices):
+            raise ScheduleError(
+                primitive,
+                target,
+                f"{buffer.name} is accessed at different indices ({buffer.name}[{', '.join(map(str, known[1]))}] "
+                f"and {buffer.name}[{', '.join(map(str, access.indices))}]); einsum form needs one pattern per buffer",
+                block,
+            )
+    padded_extents = [-(-e // p) * p for e, p in zip(extents, padding)]
+    padded_iters = {k for k, (e, p) in enumerate(zip(extents, padded_extents)) if e != p}
+    if not padded_iters:
+        return func
+    padded_buffers: list[tuple[Buffer, tuple[PrimExpr, ...]]] = []
+    for buffer, pattern in patterns.values():
+        if any(isinstance(e, Var) and iter_by_id[id(e)] in padded_iters for e in pattern):
+            padded_buffers.append((buffer, pattern))
+    padded_ids = {id(buffer) for buffer, _ in padded_buffers}
+    analyzer = Analyzer()
+    for buffer, pattern in padded_buffers:
+        for dim, (expr, size) in enumerate(zip(pattern, buffer.shape)):
+            last = extents[iter_by_id[id(expr)]] - 1 if isinstance(expr, Var) else expr.value  # type: ignore[attr-defined]
+            if not (last >= 0 and analyzer.can_prove(const(last, size.dtype) < size)):
+                raise ScheduleError(
+                    primitive,
+                    target,
+                    f"index {dim} of {buffer.name}, {expr}, reaches {last}, outside the dimension's extent {size}; "
+                    "the copies would access the buffer out of bounds",
+                    block,
+                )
+    for k in sorted(padded_iters):
+        iv = block.iter_vars[k]
+        if iv.kind is not IterKind.SPATIAL:
+            continue
+        for access in accesses:
+            if access.is_store and not any(e is iv.var for e in access.indices):
+                raise ScheduleError(
+                    primitive,
+                    target,
+                    f"the padded spatial iterator {iv.var.name} does not index the {_show_access(access)}; "
+                    "the extra instances would overwrite elements that are kept",
+                    block,
+                )
+    _check_zero_padding_is_harmless(block, padded_ids, padded_iters, patterns, iter_by_id, primitive, target)
+    position = top_position(index, scope, realize)
+    if position is None:
+        raise ScheduleError(primitive, target, f"the block is inside the init of {scope.block.name!r}")
+    for buffer, _ in padded_buffers:
+        if not defined_in_scope(func, index, scope, buffer):
+            raise ScheduleError(
+                primitive,
+                target,
+                f"{buffer.name} is not defined in the scope of block {scope.block.name!r} "
+                "(allocated by the block itself?)",
+            )
+
+    stored = {id(a.node.buffer) for a in accesses if a.is_store}
+    loaded = {id(a.node.buffer) for a in accesses if not a.is_store}
+    init_stored = {id(a.node.buffer) for a in accesses_in(block.init, None) if a.is_store}
+    for buffer, _ in padded_buffers:
+        copied_in = id(buffer) in loaded and id(buffer) not in init_stored
+        if (
+            id(buffer) in stored
+            and not copied_in
+            and not (stores_unconditionally(block.body, buffer) or stores_unconditionally(block.init, buffer))
+        ):
+            raise ScheduleError(
+                primitive,
+                target,
+                f"the block stores {buffer.name} only under a condition (an if or a loop); the copy back would "
+                "write elements the block leaves alone",
+                block,
+            )
+
+    # ---- build
+    taken_buffers = buffer_names(func)
+    taken_blocks = set(index.blocks)
+    # Inputs first, then outputs, each in the order the block declares them.
+    order: dict[int, int] = {}
+    for region in (*block.reads, *block.writes):
+        order.setdefault(id(region.buffer), len(order))
+    padded_buffers.sort(key=lambda item: (id(item[0]) in stored, order.get(id(item[0]), len(order))))
+    new_buffers: dict[int, Buffer] = {}
+    copy_ins: list[Stmt] = []
+    copy_outs: list[Stmt] = []
+    for buffer, pattern in padded_buffers:
+        shape = tuple(
+            const(padded_extents[iter_by_id[id(e)]], buffer.shape[d].dtype) if isinstance(e, Var) else buffer.shape[d]
+            for d, e in enumerate(pattern)
+        )
+        name = unique_name(f"{buffer.name}_pad", taken_buffers)
+        taken_buffers.add(name)
+        pad = Buffer(name, shape, buffer.dtype, buffer.scope)
+        new_buffers[id(buffer)] = pad
+        # The copies run over the buffer's dimensions in order (iterators as they first appear).
+        used = list(dict.fromkeys(iter_by_id[id(e)] for e in pattern if isinstance(e, Var)))
+        used_iters = [block.iter_vars[k] for k in used]
+        # An input, or an output the block reads without an init storing it first.
+        if id(buffer) in loaded and id(buffer) not in init_stored:
+            block_name_in = unique_name(f"{buffer.name}_pad", taken_blocks)
+            taken_blocks.add(block_name_in)
+            copy_ins.append(
+                _copy_nest(
+                    block_name_in,
+                    used_iters,
+                    [const(padded_extents[k], block.iter_vars[k].var.dtype) for k in used],
+                    _pad_copy_in(buffer, pad, pattern, used, extents, padded_iters, block),
+                )
+            )
+        if id(buffer) in stored:
+            block_name_out = unique_name(f"{buffer.name}_unpad", taken_blocks)
+            taken_blocks.add(block_name_out)
+            copy_outs.append(
+                _copy_nest(
+                    block_name_out,
+                    used_iters,
+                    [const(extents[k], block.iter_vars[k].var.dtype) for k in used],
+                    _pad_copy_out(buffer, pad, pattern),
+                )
+            )
+    replace = _ReplaceBuffers(new_buffers)
+
+    def region_of(region: BufferRegion) -> BufferRegion:
+        pad = new_buffers.get(id(region.buffer))
+        if pad is None:
+            return region
+        return _point(pad, patterns[id(region.buffer)][1])
+
+    new_iter_vars = tuple(
+        iv.replace(dom=Range(iv.dom.min, const(padded_extents[k], iv.dom.extent.dtype)))
+        for k, iv in enumerate(block.iter_vars)
+    )
+    new_block = block.replace(
+        iter_vars=new_iter_vars,
+        body=replace.visit(block.body),
+        init=replace.visit(block.init) if block.init is not None else None,
+        reads=tuple(region_of(r) for r in block.reads),
+        writes=tuple(region_of(r) for r in block.writes),
+    )
+    new_extent = {id(loop.loop_var): padded_extents[k] for k, loop in enumerate(loops)}
+    stmt: Stmt = realize.replace(block=new_block)
+    for node in path_to_scope(index, realize, scope):
+        assert isinstance(node, For)
+        extent = new_extent[id(node.loop_var)]
+        grown = not (isinstance(node.extent, IntImm) and node.extent.value == extent)
+        stmt = node.replace(body=stmt, extent=const(extent, node.extent.dtype) if grown else node.extent)
+    stmts = body_stmts(scope.block)
+    body = seq(*stmts[:position], *copy_ins, stmt, *copy_outs, *stmts[position + 1 :])
+    new_scope = scope.block.replace(
+        body=body, alloc_buffers=(*scope.block.alloc_buffers, *(new_buffers[id(b)] for b, _ in padded_buffers))
+    )
+    return replace_stmt(index, scope, scope.replace(block=new_scope))
+
+
+def _pad_copy_in(
+    buffer: Buffer,
+    pad: Buffer,
+    pattern: tuple[PrimExpr, ...],
+    used: list[int],
+    extents: list[int],
+    padded_iters: set[int],
+    block: Block,
+) -> Callable[[dict[Var, PrimExpr]], tuple[BufferStore, tuple[BufferRegion, ...], BufferRegion]]:
+    def make(vmap: dict[Var, PrimExpr]) -> tuple[BufferStore, tuple[BufferRegion, ...], BufferRegion]:
+        indices = tuple(substitute(e, vmap) for e in pattern)
+        condition: PrimExpr | None = None
+        for k in used:
+            if k in padded_iters:
+                var = vmap[block.iter_vars[k].var]
+                bound = var < const(extents[k], var.dtype)
+                condition = bound if condition is None else And(condition, bound)
+        assert condition is not None
+        value = Call(buffer.dtype, "if_then_else", (condition, BufferLoad(buffer, indices), const(0, buffer.dtype)))
+        return BufferStore(pad, value, indices), (_point(buffer, indices),), _point(pad, indices)
+
+    return make
+
+
+def _pad_copy_out(
+    buffer: Buffer, pad: Buffer, pattern: tuple[PrimExpr, ...]
+) -> Callable[[dict[Var, PrimExpr]], tuple[BufferStore, tuple[BufferRegion, ...], BufferRegion]]:
+    def make(vmap: dict[Var, PrimExpr]) -> tuple[BufferStore, tuple[BufferRegion, ...], BufferRegion]:
+        indices = tuple(substitute(e, vmap) for e in pattern)
+        return BufferStore(buffer, BufferLoad(pad, indices), indices), (_point(pad, indices),), _point(buffer, indices)
+
+    return make
+
+
+def _strip_casts(expr: PrimExpr) -> PrimExpr:
+    while isinstance(expr, Cast):
+        expr = expr.value
+    return expr
+
+
+def _factors(expr: PrimExpr) -> list[PrimExpr]:
+    if isinstance(expr, Mul):
+        return _factors(expr.a) + _factors(expr.b)
+    return [expr]
+
+
+def _loads_of(expr: Any, buffer_ids: set[int]) -> bool:
+    from tir.ir import IRVisitor
+
+    hit = False
+
+    class Find(IRVisitor):
+        def visit_BufferLoad(self, load: BufferLoad) -> None:
+            nonlocal hit
+            if id(load.buffer) in buffer_ids:
+                hit = True
+            self.generic_visit(load)
+
+    Find().visit(expr)
+    return hit
+
+
+def _check_zero_padding_is_harmless(
+    block: Block,
+    padded_ids: set[int],
+    padded_iters: set[int],
+    patterns: dict[int, tuple[Buffer, tuple[PrimExpr, ...]]],
+    iter_by_id: dict[int, int],
+    primitive: str,
+    target: str,
+) -> None:
+    """The extra iterations must not change what the original iterations compute: they may
+    write padded outputs freely, but a padded reduction may only add exact zeros, and no
+    integer division may divide by a padding zero."""
+    from tir.ir import IRVisitor
+
+    class Divisions(IRVisitor):
+        def visit_BinaryOp(self, node: Any) -> None:
+            if isinstance(node, (Div, FloorDiv, FloorMod)) and node.dtype.is_integer and _loads_of(node.b, padded_ids):
+                raise ScheduleError(
+                    primitive,
+                    target,
+                    f"the integer division {node} may divide by a zero of the padding",
+                    block,
+                )
+            self.generic_visit(node)
+
+    Divisions().visit(block.body)
+    Divisions().visit(block.init)
+    reduce_padded = [k for k in padded_iters if block.iter_vars[k].kind is IterKind.REDUCE]
+    if not reduce_padded:
+        return
+    names = ", ".join(block.iter_vars[k].var.name for k in sorted(reduce_padded))
+    rule = (
+        f"padding the reduce iterator(s) {names} needs the body to be one update C[...] = C[...] + X, X a product "
+        "with a factor loading an operand indexed by each padded reduce iterator, so the extra iterations add zeros"
+    )
+    body = block.body
+    if not isinstance(body, BufferStore) or not isinstance(body.value, Add):
+        raise ScheduleError(primitive, target, rule, block)
+    output = body.buffer
+    value = body.value
+    if _is_load_of(value.a, output):
+        product = value.b
+    elif _is_load_of(value.b, output):
+        product = value.a
+    else:
+        raise ScheduleError(primitive, target, rule, block)
+    if _loads_of(product, {id(output)}):
+        raise ScheduleError(primitive, target, rule, block)
+    factors = _factors(product)
+    for factor in factors:
+        bare = _strip_casts(factor)
+        if not isinstance(bare, BufferLoad) and _loads_of(bare, padded_ids):
+            raise ScheduleError(
+                primitive,
+                target,
+                f"{rule}; the factor {factor} reads a padded buffer but is not a plain load, so it may not be "
+                "zero (or finite) on the padding",
+                block,
+            )
+    for k in reduce_padded:
+        var = block.iter_vars[k].var
+        zeroing = False
+        for factor in factors:
+            bare = _strip_casts(factor)
+            if isinstance(bare, BufferLoad) and id(bare.buffer) in padded_ids:
+                if any(isinstance(e, Var) and e is var for e in bare.indices):
+                    zeroing = True
+        if not zeroing:
+            raise ScheduleError(
+                primitive,
+                target,
+                f"{rule}; no factor of {product} loads an operand indexed by {var.name}",
+                block,
+            )
+
+
+def _is_load_of(expr: PrimExpr, buffer: Buffer) -> bool:
+    return isinstance(expr, BufferLoad) and expr.buffer is buffer
+
+
+# ---------------------------------------------------------------- Schedule methods
 
 
 class LayoutPrimitives:
     """Schedule methods for reindex, transform_layout, transform_block_layout, pad_einsum."""
+
+    @doc_from(reindex)
+    def reindex(self, block: BlockRV, buffer: tuple[str, int] | list[Any] | str | Buffer) -> BlockRV:
+        realize = self.resolve_block(block, "reindex")  # type: ignore[attr-defined]
+        scope_of(self.index, realize, "reindex")  # type: ignore[attr-defined]
+        kind, position = normalize_buffer_arg(realize, buffer, "reindex")
+        name = realize.block.name
+        return self._apply(  # type: ignore[attr-defined,no-any-return]
+            "reindex", (block, (kind, position)), {}, lambda func: reindex(func, name, kind, position)
+        )
+
+    @doc_from(transform_layout)
+    def transform_layout(
+        self, block: BlockRV, buffer: tuple[str, int] | list[Any] | str | Buffer, index_map: IndexMapLike
+    ) -> None:
+        primitive = "transform_layout"
+        realize = self.resolve_block(block, primitive)  # type: ignore[attr-defined]
+        kind, position = normalize_buffer_arg(realize, buffer, primitive)
+        target_buffer = region_buffer(realize, kind, position, primitive)
+        target = f"{block_target(realize)}, buffer {target_buffer.name}"
+        imap = _coerce_map(index_map, target_buffer.ndim, [s.dtype for s in target_buffer.shape], primitive, target)
+        name = realize.block.name
+        self._apply(  # type: ignore[attr-defined]
+            primitive,
+            (block, (kind, position), str(imap)),
+            {},
+            lambda func: transform_layout(func, name, kind, position, imap),
+        )
+
+    @doc_from(transform_block_layout)
+    def transform_block_layout(self, block: BlockRV, index_map: IndexMapLike) -> None:
+        primitive = "transform_block_layout"
+        realize = self.resolve_block(block, primitive)  # type: ignore[attr-defined]
+        _check_remappable(self.index, realize)  # type: ignore[attr-defined]
+        iter_vars = realize.block.iter_vars
+        imap = _coerce_map(
+            index_map, len(iter_vars), [iv.var.dtype for iv in iter_vars], primitive, block_target(realize)
+        )
+        name = realize.block.name
+        self._apply(  # type: ignore[attr-defined]
+            primitive, (block, str(imap)), {}, lambda func: transform_block_layout(func, name, imap)
+        )
+
+    @doc_from(pad_einsum)
+    def pad_einsum(self, block: BlockRV, padding: Sequence[int]) -> None:
+        primitive = "pad_einsum"
+        realize = self.resolve_block(block, primitive)  # type: ignore[attr-defined]
+        if isinstance(padding, (str, bytes)) or not isinstance(padding, Sequence):
+            raise ScheduleError(
+                primitive, block_target(realize), f"padding must be a list of integers, got {padding!r}"
+            )
+        factors = [self.resolve_int(p, primitive) for p in padding]  # type: ignore[attr-defined]
+        name = realize.block.name
+        self._apply(  # type: ignore[attr-defined]
+            primitive, (block, list(padding)), {}, lambda func: pad_einsum(func, name, factors)
+        )

@@ -1,0 +1,189 @@
+"""transform_layout (and IndexMap): golden, numerics, replay, one negative test per precondition."""
+
+from __future__ import annotations
+
+import pytest
+from schedule_testing import check_schedule
+
+import tir
+import tir.script as T
+from tir.ir import PrimFunc
+from tir.schedule import Schedule, ScheduleError
+from tir.schedule.index_map import IndexMap, IndexMapError
+
+
+@T.script
+def matmul(A: T.Buffer((32, 64), "float32"), B: T.Buffer((64, 32), "float32"), C: T.Buffer((32, 32), "float32")):
+    for i, j, k in T.grid(32, 32, 64):
+        with T.block("C"):
+            vi, vj, vk = T.remap("SSR", i, j, k)
+            with T.init():
+                C[vi, vj] = 0.0
+            C[vi, vj] += A[vi, vk] * B[vk, vj]
+
+
+@T.script
+def row_sum(A: T.Buffer((8, 16), "float32"), C: T.Buffer((8,), "float32")):
+    X = T.alloc_buffer((8, 16), "float32")
+    for i, j in T.grid(8, 16):
+        with T.block("X"):
+            vi, vj = T.remap("SS", i, j)
+            X[vi, vj] = A[vi, vj] * 2.0
+    for i in range(8):
+        with T.block("C"):
+            vi = T.remap("S", i)
+            C[vi] = 0.0
+            for j in range(16):
+                C[vi] = C[vi] + X[vi, j]
+
+
+@T.script
+def copy16(A: T.Buffer((16,), "float32"), C: T.Buffer((16,), "float32")):
+    X = T.alloc_buffer((16,), "float32")
+    for i in range(16):
+        with T.block("X"):
+            vi = T.remap("S", i)
+            X[vi] = A[vi] + 1.0
+    for i in range(16):
+        with T.block("C"):
+            vi = T.remap("S", i)
+            C[vi] = X[vi] * 3.0
+
+
+def test_transform_layout_packs_a_cache_read_copy(golden) -> None:  # type: ignore[no-untyped-def]
+    sch = Schedule(matmul, debug=True)
+    block = sch.get_block("C")
+    sch.cache_read(block, 2, "global")
+    sch.transform_layout(block, ("read", 2), lambda k, j: (j // 16, k, j % 16))
+    packed = sch.func.root_block.alloc_buffers[0]  # type: ignore[union-attr]
+    assert packed.name == "B_global" and packed.const_shape() == (2, 64, 16)
+    assert "lambda k, j: (j // 16, k, j % 16)" in sch.trace.as_python()
+    check_schedule(sch, matmul, golden, "schedule/transform_layout_packed")
+
+
+def test_transform_layout_maps_a_relaxed_region(golden) -> None:  # type: ignore[no-untyped-def]
+    sch = Schedule(row_sum, debug=True)
+    consumer = sch.get_block("C")
+    sch.transform_layout(consumer, "X", lambda i, j: (j // 4, i, j % 4))
+    reads = sch.get_block_node(consumer).reads
+    region = next(r for r in reads if r.buffer.name == "X")
+    assert [(str(r.min), str(r.extent)) for r in region.region] == [("0", "4"), ("vi", "1"), ("0", "4")]
+    check_schedule(sch, row_sum, golden, "schedule/transform_layout_region")
+
+
+def test_transform_layout_flattens(golden) -> None:  # type: ignore[no-untyped-def]
+    sch = Schedule(row_sum, debug=True)
+    sch.transform_layout(sch.get_block("X"), ("write", 0), "lambda i, j: (i * 16 + j,)")
+    assert sch.func.root_block.alloc_buffers[0].const_shape() == (128,)  # type: ignore[union-attr]
+    check_schedule(sch, row_sum, golden, "schedule/transform_layout_flat")
+
+
+def test_transform_layout_by_enumeration() -> None:
+    # (i * 3) % 16 permutes 0..15 but is not quasi-affine: decided by enumerating the box.
+    sch = Schedule(copy16, debug=True)
+    sch.transform_layout(sch.get_block("C"), ("read", 0), lambda i: ((i * 3) % 16,))
+    from schedule_testing import check_numerics, check_replay
+
+    check_numerics(copy16, sch.func)
+    check_replay(sch, copy16)
+
+
+def test_index_map_prints_and_reads_back() -> None:
+    index_map = IndexMap.from_func(lambda i, j: (i // 16, j, i % 16))
+    assert str(index_map) == "lambda i, j: (i // 16, j, i % 16)"
+    again = IndexMap.parse(str(index_map))
+    assert str(again) == str(index_map)
+    assert tir.structural_equal(list(again.results), list(again.apply(list(again.params))))
+    assert (
+        str(IndexMap.parse("lambda a: -a + T.max(a, 3) - min(a, 2)")) == "lambda a: (-a + T.max(a, 3) - T.min(a, 2),)"
+    )
+    assert IndexMap.parse("lambda a: a * 2", "int64").results[0].dtype.bits == 64
+    assert str(IndexMap.from_func(lambda T, j: (T * 16 + j,))) == "lambda i0, j: (i0 * 16 + j,)"
+
+
+@pytest.mark.parametrize(
+    "text,message",
+    [
+        ("i + 1", "an index map is written `lambda i, j: \\(...\\)`"),
+        ("lambda i: i ** 2", "this operator"),
+        ("lambda i: (j,)", "unknown name 'j'"),
+        ("lambda i: (__import__('os'),)", "the call __import__"),
+        ("lambda i: (1.5,)", "a non-integer constant"),
+        ("lambda i, i: (i,)", "repeats a parameter name"),
+        ("lambda *i: i", "only plain positional parameters"),
+    ],
+)
+def test_index_map_text_is_restricted(text: str, message: str) -> None:
+    with pytest.raises(IndexMapError, match=message):
+        IndexMap.parse(text)
+
+
+# ---------------------------------------------------------------- preconditions
+
+
+@T.script
+def view_of_param(A: T.Buffer((8, 4), "float32"), B: T.Buffer((8, 4), "float32")):
+    for i in range(8):
+        with T.block("outer"):
+            vi = T.remap("S", i)
+            Av = T.match_buffer(A[vi, 0:4], (4,), "float32")
+            for j in range(4):
+                with T.block("inner"):
+                    vj = T.remap("S", j)
+                    B[vi, vj] = Av[vj]
+
+
+@T.script
+def viewed_alloc(A: T.Buffer((8, 4), "float32"), B: T.Buffer((8, 4), "float32")):
+    X = T.alloc_buffer((8, 4), "float32")
+    for i, j in T.grid(8, 4):
+        with T.block("X"):
+            vi, vj = T.remap("SS", i, j)
+            X[vi, vj] = A[vi, vj]
+    for i in range(8):
+        with T.block("B"):
+            vi = T.remap("S", i)
+            Xv = T.match_buffer(X[vi, 0:4], (4,), "float32")
+            for j in range(4):
+                B[vi, j] = Xv[j]
+
+
+@T.script
+def vector_store(A: T.Buffer((16,), "float32"), B: T.Buffer((16,), "float32")):
+    X = T.alloc_buffer((16,), "float32")
+    for i in range(4):
+        with T.block("X"):
+            vi = T.remap("S", i)
+            X[T.ramp(vi * 4, 1, 4)] = A[T.ramp(vi * 4, 1, 4)]
+    for i in range(16):
+        with T.block("B"):
+            vi = T.remap("S", i)
+            B[vi] = X[vi]
+
+
+def _aligned() -> PrimFunc:
+    sch = Schedule(row_sum)
+    sch.storage_align(sch.get_block("X"), 0, 0, 16, 1)
+    return sch.func
+
+
+@pytest.mark.parametrize(
+    "func,block,buffer,index_map,message",
+    [
+        (matmul, "C", ("read", 1), lambda i, j: (j, i), "A is a parameter; only buffers allocated inside the function"),
+        (view_of_param, "inner", ("read", 0), lambda i: (i,), "Av is not allocated by a block of the function"),
+        (_aligned(), "C", ("read", 1), lambda i, j: (j, i), "X has explicit strides or an element offset"),
+        (viewed_alloc, "X", ("write", 0), lambda i, j: (j, i), "block 'B' views X through a match_buffer"),
+        (row_sum, "C", ("read", 1), lambda i: (i,), "bad index map: the index map takes 1 indices"),
+        (row_sum, "C", ("read", 1), "lambda i, j: (i ** 2, j)", "bad index map: .*this operator"),
+        (vector_store, "B", ("read", 0), lambda i: (i,), "X is accessed with a vector index"),
+        (row_sum, "C", ("read", 1), lambda i, j: (i, j // 2), "must send the shape .* one-to-one onto a box"),
+        (row_sum, "C", ("read", 1), lambda i, j: (i + 1, j), "onto a box that does not start at 0"),
+    ],
+)
+def test_transform_layout_refuses(func: PrimFunc, block: str, buffer: object, index_map: object, message: str) -> None:
+    sch = Schedule(func)
+    rv = sch.get_block(block)
+    with pytest.raises(ScheduleError, match=message):
+        sch.transform_layout(rv, buffer, index_map)  # type: ignore[arg-type]
+    assert tir.structural_equal(sch.func, func)
