@@ -239,16 +239,23 @@ def _allocated_under(sites: Sequence[BlockSite]) -> set[int]:
 
 
 def check_disjoint_footprints(
-    sites: Sequence[BlockSite], loops: Sequence[For], primitive: str, target: str, what: str
+    sites: Sequence[BlockSite],
+    loops: Sequence[For],
+    primitive: str,
+    target: str,
+    what: str,
+    private_buffers: Iterable[Buffer] = (),
 ) -> None:
     """Refuse unless different iterations of ``loops`` touch disjoint parts of every buffer
     that one block under them writes and another block under them accesses.
 
     ``what`` says what the primitive would do to the iterations ("run them in parallel").
+    ``private_buffers`` are left out, like buffers allocated under the loops: each iteration
+    has its own copy.
     """
     if len(sites) < 2:
         return
-    private = _allocated_under(sites)
+    private = _allocated_under(sites) | {id(buffer) for buffer in private_buffers}
     by_buffer: dict[int, list[_Access]] = {}
     buffers: dict[int, Buffer] = {}
     for site in sites:

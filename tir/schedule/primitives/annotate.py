@@ -17,31 +17,40 @@ from __future__ import annotations
 
 from typing import Any
 
+from tir.arith import Analyzer, RangeRelaxer, simplify
 from tir.ir import (
     THREAD_TAGS,
+    Add,
     Block,
     BlockRealize,
     Buffer,
     BufferLoad,
+    BufferRegion,
     BufferStore,
     For,
     ForKind,
     IntImm,
     IterKind,
     Node,
+    PrimExpr,
     PrimFunc,
+    Range,
+    SeqStmt,
     Stmt,
     Var,
+    substitute,
 )
 from tir.schedule.errors import ScheduleError
 from tir.schedule.handles import BlockRV, LoopRV
 from tir.schedule.primitives._common import doc_from, loop_target
 from tir.schedule.primitives._loops_util import (
+    BlockSite,
     check_disjoint_footprints,
     check_distinct_instances,
     check_iterator_kinds,
     collect_block_sites,
     loop_header,
+    uses_any,
 )
 from tir.schedule.tree import TreeIndex, child_stmts, replace_stmt
 
@@ -96,6 +105,11 @@ def _check_independent(
         f"a statement outside every block sits under the loop; without a block nothing says its iterations "
         f"may be {verb}",
     )
+    all_sites = sites
+    if scratch:
+        # Only scratch that each iteration writes before reading it can be a per-iteration copy;
+        # through the rest a value could flow from one iteration to another.
+        scratch = _written_before_read(index, loop, sites, scratch)
     if scratch:
         sites = [
             site
@@ -113,7 +127,155 @@ def _check_independent(
     )
     what = {ForKind.PARALLEL: "parallelize", ForKind.VECTORIZED: "vectorize", ForKind.THREAD_BINDING: "bind"}[kind]
     check_distinct_instances(sites, [loop], primitive, target, f"{what} the loop")
-    check_disjoint_footprints(sites, [loop], primitive, target, f"{what} the loop")
+    # Every block takes part here (what a scratch writer reads of other buffers counts too);
+    # only the accesses of the per-iteration scratch buffers are left out.
+    check_disjoint_footprints(all_sites, [loop], primitive, target, f"{what} the loop", private_buffers=scratch)
+
+
+def _written_before_read(
+    index: TreeIndex, loop: For, sites: list[BlockSite], scratch: frozenset[Buffer]
+) -> frozenset[Buffer]:
+    """The buffers of ``scratch`` whose every read under ``loop`` lies in a box that an earlier
+    block of the same iteration surely wrote completely.
+
+    Then an iteration never reads what another iteration left in the buffer, and giving each
+    iteration its own copy changes nothing. The read is a block's declared read region (a
+    superset of what it reads); the writer must come earlier in the body of the innermost loop
+    the two blocks share (or of ``loop``), so that it ran in the same iteration of every loop
+    around the reader.
+    """
+    covered = set()
+    for buffer in scratch:
+        ok = True
+        for position, reader in enumerate(sites):
+            regions = [r for r in reader.realize.block.reads if r.buffer is buffer]
+            if regions and not all(
+                any(_covers(index, loop, writer, reader, buffer, region) for writer in sites[:position])
+                for region in regions
+            ):
+                ok = False
+                break
+        if ok:
+            covered.add(buffer)
+    return frozenset(covered)
+
+
+def _shared_loops(a: BlockSite, b: BlockSite) -> int:
+    count = 0
+    for x, y in zip(a.inner_loops, b.inner_loops):
+        if x is not y:
+            break
+        count += 1
+    return count
+
+
+def _covers(
+    index: TreeIndex, loop: For, writer: BlockSite, reader: BlockSite, buffer: Buffer, region: BufferRegion
+) -> bool:
+    """Whether ``writer`` surely writes all of ``region`` (read by ``reader``) each time the
+    loops it shares with ``reader`` run an iteration."""
+    shared = _shared_loops(writer, reader)
+    box = _exact_write_box(index, loop, writer, buffer, shared)
+    if box is None:
+        return False
+    realize = reader.realize
+    bindings = {iv.var: value for iv, value in zip(realize.block.iter_vars, realize.iter_values)}
+    free = {inner.loop_var: Range(inner.min, inner.extent) for inner in reader.inner_loops[shared:]}
+    relaxer = RangeRelaxer(free) if free else None
+    analyzer = Analyzer()
+    for outer in reader.inner_loops[:shared]:
+        analyzer.bind(outer.loop_var, Range(outer.min, outer.extent))
+    for dim, (rng, written) in enumerate(zip(region.region, box)):
+        read = Range(simplify(substitute(rng.min, bindings)), simplify(substitute(rng.extent, bindings)))
+        if relaxer is not None:
+            read = relaxer.relax(read, buffer.shape[dim])
+        if not (
+            analyzer.can_prove(written.min <= read.min)
+            and analyzer.can_prove(read.min + read.extent <= written.min + written.extent)
+        ):
+            return False
+    return True
+
+
+def _exact_write_box(
+    index: TreeIndex, loop: For, site: BlockSite, buffer: Buffer, shared: int
+) -> tuple[Range, ...] | None:
+    """The box of ``buffer`` that the block of ``site`` writes completely while the loops it
+    does not share with the reader (its inner loops after the first ``shared``) run, or None
+    when that cannot be shown: the block must run unconditionally (only loops and sequences
+    between it and ``loop``, no predicate, no init), store ``buffer`` at its top level, and each
+    index must be invariant or one of those loops' variables plus an invariant offset (each
+    variable in at most one index), over loops of constant bounds that run at least once."""
+    realize = site.realize
+    block = realize.block
+    if not (isinstance(realize.predicate, IntImm) and realize.predicate.value == 1) or block.init is not None:
+        return None
+    for ancestor in index.ancestors(realize):
+        if ancestor is loop:
+            break
+        if not isinstance(ancestor, (For, SeqStmt)):
+            return None
+    body = block.body.stmts if isinstance(block.body, SeqStmt) else (block.body,)
+    store = next((s for s in body if isinstance(s, BufferStore) and s.buffer is buffer), None)
+    if store is None:
+        return None
+    free = site.inner_loops[shared:]
+    for free_loop in free:
+        if not (
+            isinstance(free_loop.min, IntImm) and isinstance(free_loop.extent, IntImm) and free_loop.extent.value >= 1
+        ):
+            return None
+    by_var = {free_loop.loop_var: free_loop for free_loop in free}
+    bindings = {iv.var: value for iv, value in zip(block.iter_vars, realize.iter_values)}
+    used: set[Var] = set()
+    box = []
+    for index_expr in store.indices:
+        value = simplify(substitute(index_expr, bindings))
+        if not uses_any(value, list(by_var)):
+            box.append(Range(value, IntImm(1, value.dtype)))
+            continue
+        var, offset = _var_plus_offset(value, by_var)
+        if var is None or var in used:
+            return None
+        used.add(var)
+        free_loop = by_var[var]
+        box.append(Range(simplify(free_loop.min + offset), free_loop.extent))
+    return tuple(box)
+
+
+def _var_plus_offset(value: PrimExpr, by_var: dict[Var, For]) -> tuple[Var | None, PrimExpr]:
+    """``(v, c)`` when ``value`` is ``v`` or ``v + c`` / ``c + v`` for a ``v`` of ``by_var``
+    and a ``c`` free of them; ``(None, value)`` otherwise."""
+    zero = IntImm(0, value.dtype)
+    if isinstance(value, Var) and value in by_var:
+        return value, zero
+    if isinstance(value, Add):
+        for var, offset in ((value.a, value.b), (value.b, value.a)):
+            if isinstance(var, Var) and var in by_var and not uses_any(offset, list(by_var)):
+                return var, offset
+    return None, value
+
+
+def check_parallel_loops_above(func: PrimFunc, block_name: str, primitive: str) -> None:
+    """Refuse (as ``primitive``) when a parallel loop above block ``block_name`` of ``func`` no
+    longer has independent iterations: for primitives that move a block under a loop that may
+    already be parallel (``compute_at``, ``reverse_compute_at``)."""
+    index = TreeIndex(func)
+    realize = index.blocks.get(block_name)
+    if realize is None:
+        return
+    for node in index.ancestors(realize):
+        if isinstance(node, For) and node.kind is ForKind.PARALLEL:
+            try:
+                _check_independent(index, node, ForKind.PARALLEL, "parallel", _iteration_local_buffers(func, node))
+            except ScheduleError as error:
+                raise ScheduleError(
+                    primitive,
+                    f"block {block_name!r}",
+                    f"the block would run under the parallel loop {node.loop_var.name}, whose iterations would "
+                    f"then not be independent: {error.rule}",
+                    error.fragment,
+                ) from None
 
 
 def _iteration_local_buffers(func: PrimFunc, loop: For) -> frozenset[Buffer]:

@@ -70,6 +70,7 @@ from tir.schedule.primitives._location_util import (
     region_point_indices,
     writes_buffer,
 )
+from tir.schedule.primitives.annotate import check_parallel_loops_above
 from tir.schedule.tree import TreeIndex, child_stmts, replace_stmt
 
 # An iterator's new range: (min, extent), or None for its whole domain.
@@ -106,7 +107,9 @@ def compute_at(func: PrimFunc, block_name: str, loop_var: Var, preserve_unit_loo
       their domains;
     - its write index is one iterator plus an offset per dimension (free of other iterators),
       each spatial iterator in exactly one dimension, no reduction iterator in it;
-    - the extent of every needed region is a constant or has a constant bound.
+    - the extent of every needed region is a constant or has a constant bound;
+    - a parallel loop above the new position keeps independent iterations (as ``parallel``
+      checks them).
 
     Before (``compute_at(B, i)``)::
 
@@ -132,7 +135,9 @@ def compute_at(func: PrimFunc, block_name: str, loop_var: Var, preserve_unit_loo
     """
     index = TreeIndex(func)
     plan = _plan(index, block_name, loop_var, reverse=False)
-    return _rewrite(index, plan, preserve_unit_loops, "compute_at", at_start=True)
+    result = _rewrite(index, plan, preserve_unit_loops, "compute_at", at_start=True)
+    check_parallel_loops_above(result, block_name, "compute_at")
+    return result
 
 
 def reverse_compute_at(func: PrimFunc, block_name: str, loop_var: Var, preserve_unit_loops: bool = False) -> PrimFunc:
@@ -153,7 +158,9 @@ def reverse_compute_at(func: PrimFunc, block_name: str, loop_var: Var, preserve_
     - it reads the produced buffer at one element per instance, each spatial iterator being
       ``iterator + offset`` in some dimension or absent from the index;
     - the producers under the loop write (over all its iterations) every element the block
-      reads, and the extent of every region is a constant or has a constant bound.
+      reads, and the extent of every region is a constant or has a constant bound;
+    - a parallel loop above the new position keeps independent iterations (as ``parallel``
+      checks them).
 
     Before (``reverse_compute_at(D, i)``)::
 
@@ -180,13 +187,16 @@ def reverse_compute_at(func: PrimFunc, block_name: str, loop_var: Var, preserve_
     """
     index = TreeIndex(func)
     plan = _plan(index, block_name, loop_var, reverse=True)
-    return _rewrite(index, plan, preserve_unit_loops, "reverse_compute_at", at_start=False)
+    result = _rewrite(index, plan, preserve_unit_loops, "reverse_compute_at", at_start=False)
+    check_parallel_loops_above(result, block_name, "reverse_compute_at")
+    return result
 
 
 def compute_location_candidates(func: PrimFunc, block_name: str, reverse: bool = False) -> list[Var]:
     """The loop variables of the loops that ``compute_at`` (``reverse_compute_at`` when
     ``reverse``) of ``block_name`` accepts, in program order. For sampling a location: only
-    the checks run, no program is built."""
+    the checks run, no program is built (except under a parallel loop, whose independence is
+    checked on the result)."""
     index = TreeIndex(func)
     realize = index.blocks.get(block_name)
     if realize is None:
@@ -196,6 +206,10 @@ def compute_location_candidates(func: PrimFunc, block_name: str, reverse: bool =
     for loop in _loops_in_order(index, scope):
         try:
             _plan(index, block_name, loop.loop_var, reverse)
+            if loop.kind is ForKind.PARALLEL or any(
+                isinstance(node, For) and node.kind is ForKind.PARALLEL for node in index.ancestors(loop)
+            ):
+                (reverse_compute_at if reverse else compute_at)(func, block_name, loop.loop_var)
         except ScheduleError:
             continue
         found.append(loop.loop_var)
