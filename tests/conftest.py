@@ -1,4 +1,4 @@
-"""Shared test setup: the golden-snapshot fixture and hypothesis profiles."""
+"""Shared test setup: the golden-snapshot fixture, hypothesis profiles, skipping ``cuda`` tests without a GPU."""
 
 from __future__ import annotations
 
@@ -63,3 +63,22 @@ class Golden:
 @pytest.fixture
 def golden(request: pytest.FixtureRequest) -> Golden:
     return Golden(bool(request.config.getoption("--update-golden")))
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Skip ``@pytest.mark.cuda`` tests when this machine has no usable CUDA device.
+
+    Detection is cheap (ctypes: libcuda, cuInit, cuDeviceGetCount) and runs only when some
+    collected test carries the marker; no CUDA Python package is imported.
+    """
+    marked = [item for item in items if item.get_closest_marker("cuda") is not None]
+    if not marked:
+        return
+    from tir.runtime.cuda import device_missing_reason
+
+    reason = device_missing_reason()
+    if reason is None:
+        return
+    skip = pytest.mark.skip(reason=f"needs an NVIDIA GPU: {reason}")
+    for item in marked:
+        item.add_marker(skip)

@@ -10,7 +10,10 @@ generator (``tir.codegen.llvm.codegen_llvm``), then to the runtime module of the
 - an x86-64 target this machine can run: ``tir.runtime.LLVMModule``, JIT-compiled in process;
 - an x86-64 target with features this CPU lacks: the same class, whose ``get_source`` and
   ``export_library`` work and whose call raises ``RuntimeError`` naming the missing features;
-- an AArch64 target: the module of ``tir.runtime.aarch64`` (run under qemu).
+- an AArch64 target: the module of ``tir.runtime.aarch64`` (run under qemu);
+- a CUDA target (``"cuda -arch=sm_80"``): the GPU pipeline, CUDA C++ (``tir.codegen.cuda``),
+  nvcc, and a ``tir.runtime.cuda.CUDAModule`` (``get_source("cuda")``, ``get_source("sass")``,
+  ``.cubin``; its call runs the kernels where a GPU is present).
 """
 
 from __future__ import annotations
@@ -37,6 +40,8 @@ def build(
     resolved = Target.parse(target)
     if not isinstance(func_or_mod, (PrimFunc, IRModule)):
         raise TypeError(f"tir.build needs a PrimFunc or an IRModule, got {type(func_or_mod).__name__}")
+    if resolved.is_cuda:
+        return _build_cuda(func_or_mod, resolved)
     if not resolved.is_cpu:
         raise ValueError(f"tir.build supports CPU (llvm) targets here; got {resolved.text!r}")
     from tir.codegen import CodegenError
@@ -53,3 +58,14 @@ def build(
 
         return build_aarch64_module(ir_text, lowered, resolved, entry)
     return LLVMModule(lowered, resolved, ir_text, entry)
+
+
+def _build_cuda(func_or_mod: PrimFunc | IRModule, target: Target) -> Module:
+    from tir.codegen import CodegenError
+    from tir.codegen.cuda import build_cuda
+    from tir.transform._common import LoweringError
+
+    try:
+        return build_cuda(func_or_mod, target)  # type: ignore[return-value]
+    except (LoweringError, CodegenError) as error:
+        raise error.with_traceback(None) from None

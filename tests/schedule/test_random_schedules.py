@@ -40,9 +40,11 @@ from hypothesis import strategies as st
 from schedule_testing import random_args, run_interp, run_llvm
 
 import tir
+import tir.script as T
 from tir.analysis import verify
 from tir.ir import IntImm, PrimFunc
 from tir.schedule import BlockRV, LoopRV, Schedule, ScheduleError, Trace
+from tir.schedule.primitives.compute_location import compute_location_candidates
 
 EXAMPLES_DIR = Path(__file__).resolve().parents[2] / "examples"
 EXAMPLE_NAMES = [
@@ -489,4 +491,63 @@ def test_parallel_loop_of_one_iteration_builds() -> None:
     i, _, _ = sch.get_loops(sch.get_block("C"))
     _, inner = sch.split(i, [16, 1])
     sch.parallel(inner)  # one iteration: nothing to race with (lowering used to refuse it)
+    check_result(sch, original, llvm=True)
+
+
+@T.script
+def neighbour_sum(A: T.Buffer((64,), "float32"), B: T.Buffer((64,), "float32")):
+    S = T.alloc_buffer((64,), "float32")
+    for j in range(64):
+        with T.block("X"):
+            vj = T.spatial_axis(64, j)
+            S[vj] = A[vj] * 2.0
+        with T.block("Y"):
+            vj = T.spatial_axis(64, j)
+            B[vj] = S[vj] + S[T.max(vj - 1, 0)]
+
+
+def test_parallel_refuses_scratch_read_across_iterations() -> None:
+    """S is used only under the loop, but iteration j reads what iteration j - 1 wrote: the
+    threads raced (a wrong LLVM result) when S counted as per-iteration scratch."""
+    sch = Schedule(neighbour_sum)
+    (j,) = sch.get_loops(sch.get_block("X"))
+    with pytest.raises(ScheduleError, match=r"parallel: loop j: blocks \['X', 'Y'\] under the loop share buffer 'S'"):
+        sch.parallel(j)
+    assert sch.func is neighbour_sum
+
+
+def test_parallel_refuses_a_reduction_into_scratch_under_the_loop() -> None:
+    """row_sum accumulates across the iterations of its reduction loop: not a scratch tile that
+    each iteration of j writes before reading (lowering refused the build)."""
+    original = KERNELS["softmax"]
+    sch = Schedule(original)
+    _, j = sch.get_loops(sch.get_block("normalize"))
+    sch.compute_at(sch.get_block("row_sum"), j)
+    func = sch.func
+    with pytest.raises(ScheduleError, match=r"parallel: loop j: cannot prove that different iterations run different"):
+        sch.parallel(j)
+    assert sch.func is func
+
+
+def test_compute_at_refuses_to_break_a_parallel_loop() -> None:
+    """The same program, reached by parallel first: compute_at now rechecks the parallel loop."""
+    original = KERNELS["softmax"]
+    sch = Schedule(original)
+    _, j = sch.get_loops(sch.get_block("normalize"))
+    sch.parallel(j)
+    func = sch.func
+    rule = r"compute_at: block 'row_sum': the block would run under the parallel loop j, whose iterations would then"
+    with pytest.raises(ScheduleError, match=rule):
+        sch.compute_at(sch.get_block("row_sum"), j)
+    assert sch.func is func
+    # and sampling does not offer it as a location
+    assert j.loop_var not in compute_location_candidates(sch.func, "row_sum")
+
+
+def test_compute_at_under_a_parallel_loop_when_iterations_stay_independent() -> None:
+    original = KERNELS["matmul_relu"]
+    sch = Schedule(original)
+    i, _ = sch.get_loops(sch.get_block("D"))
+    sch.parallel(i)
+    sch.compute_at(sch.get_block("C"), i)  # each iteration computes its own row of C
     check_result(sch, original, llvm=True)

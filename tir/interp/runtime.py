@@ -85,7 +85,9 @@ def to_bfloat16(value: Any) -> Any:
     # to float32 "to odd": when inexact, take the float32 neighbour toward zero and set its
     # last bit. Rounding that to bfloat16 then equals rounding the float64 directly.
     inexact = np.isfinite(wide) & (narrow.astype(np.float64) != wide)
-    toward_zero = np.where(np.abs(narrow.astype(np.float64)) > np.abs(wide), np.nextafter(narrow, np.float32(0)), narrow)
+    toward_zero = np.where(
+        np.abs(narrow.astype(np.float64)) > np.abs(wide), np.nextafter(narrow, np.float32(0)), narrow
+    )
     odd = (toward_zero.view(np.uint32) | np.uint32(1)).view(np.float32)
     narrow = np.where(inexact, odd, narrow)
     result = bf16_round(narrow)
@@ -543,8 +545,39 @@ def check_strides(array: np.ndarray, expected: tuple[int | None, ...], buffer_na
 
 
 #: Names the generated code refers to (besides its own constants and ``np`` / ``math``).
+def tile_op(op: str, refs: list[tuple[np.ndarray, tuple[int, ...], tuple[int, int]] | None], values: list[Any]) -> None:
+    """A CUDA warp-level tile op (tir.ir.ops: ``wmma_*`` / ``ptx_*``) on plain arrays.
+
+    Each reference is ``(array, first element, (rows, cols))``: the tile
+    ``array[..., r:r + rows, c:c + cols]``; fragments are just arrays of their logical values.
+    Loads and stores copy the tile, fills fill it, mma computes ``D = A @ B + C`` in the
+    accumulator's dtype (float32 products of float16 values are exact: one rounding per sum).
+    """
+
+    def tile(k: int) -> np.ndarray:
+        ref = refs[k]
+        assert ref is not None
+        array, start, (rows, cols) = ref
+        lead = tuple(start[:-2])
+        r, c = start[-2], start[-1]
+        return array[lead + (slice(r, r + rows), slice(c, c + cols))]  # type: ignore[no-any-return]
+
+    if op in ("wmma_fill_fragment", "ptx_mma_fill"):
+        tile(0)[...] = values[1]
+    elif op in ("wmma_load_matrix_sync", "ptx_ldmatrix"):
+        tile(0)[...] = tile(1)
+    elif op in ("wmma_store_matrix_sync", "ptx_mma_store"):
+        tile(0)[...] = tile(1)
+    elif op in ("wmma_mma_sync", "ptx_mma_sync"):
+        d, a, b, c = tile(0), tile(1), tile(2), tile(3)
+        d[...] = (a.astype(np.float64) @ b.astype(np.float64) + c.astype(np.float64)).astype(d.dtype)
+    else:
+        raise NotImplementedError(f"tile op {op}")
+
+
 HELPERS: dict[str, Any] = {
     "np": np,
+    "_tile_op": tile_op,
     "math": math,
     "_bf16_round": bf16_round,
     "_bf16_from_bits": bf16_from_bits,

@@ -65,6 +65,7 @@ from tir.ir import (
     Var,
     post_order_visit,
 )
+from tir.ir.ops import is_tile_op, tile_accesses
 
 #: CPython refuses more than 20 nested loops in one function; deeper loops move into a
 #: nested function (``def _partN(): ...; _partN()``), which starts a fresh count.
@@ -161,6 +162,8 @@ class Translator:
         self.entry_vars: list[Var] = []
         self.entry_buffers: list[Buffer] = []
         self.source = ""
+        #: Lane indices (threadIdx.x minus its start) of the enclosing threadIdx.x loops.
+        self.lane_vars: list[str] = []
 
     # ------------------------------------------------------------ names and scopes
 
@@ -303,7 +306,12 @@ class Translator:
         comment = "" if stmt.kind is ForKind.SERIAL else f"  # {stmt.thread_tag or stmt.kind.value!r}"
         self.line(f"for {name} in {domain}:{comment}")
         self.loop_depth += 1
+        is_lane = stmt.thread_tag == "threadIdx.x"
+        if is_lane:
+            self.lane_vars.append(f"({name} - {start.text})")
         self.body(stmt.body)
+        if is_lane:
+            self.lane_vars.pop()
         self.loop_depth -= 1
         self.undefine_var(stmt.loop_var)
 
@@ -320,9 +328,7 @@ class Translator:
         buffer = stmt.buffer
         value = self.expr(stmt.value)
         if stmt.value.dtype.element != buffer.dtype:
-            raise TypeError(
-                f"store of a {stmt.value.dtype} value into buffer {buffer.name} of dtype {buffer.dtype}"
-            )
+            raise TypeError(f"store of a {stmt.value.dtype} value into buffer {buffer.name} of dtype {buffer.dtype}")
         text = value.text
         if buffer.dtype.kind == "bfloat":
             text = f"_bf16_to_bits({text})"
@@ -416,11 +422,11 @@ class Translator:
         source = source_region.buffer
         defined: list[Var] = []
         if source.dtype != buffer.dtype:
-            raise TypeError(f"match_buffer {buffer.name} of dtype {buffer.dtype} views {source.name} of dtype {source.dtype}")
+            raise TypeError(
+                f"match_buffer {buffer.name} of dtype {buffer.dtype} views {source.name} of dtype {source.dtype}"
+            )
         source_name = self.buffer_name(source)
-        region = self.tuple_text(
-            f"({self.expr(r.min).text}, {self.expr(r.extent).text})" for r in source_region.region
-        )
+        region = self.tuple_text(f"({self.expr(r.min).text}, {self.expr(r.extent).text})" for r in source_region.region)
         # Shape variables not bound yet are defined by the match: they take the region's extents.
         unbound = [var for var in _free_vars(buffer.shape) if var not in self.var_names]
         name = self.define_buffer(buffer)
@@ -470,7 +476,9 @@ class Translator:
     def index(self, buffer: Buffer, indices: tuple[PrimExpr, ...]) -> tuple[str, int]:
         """Index text for ``buffer[indices]`` and the number of vector axes."""
         if len(indices) != len(buffer.shape):
-            raise ValueError(f"buffer {buffer.name} has {len(buffer.shape)} dimensions, accessed with {len(indices)} indices")
+            raise ValueError(
+                f"buffer {buffer.name} has {len(buffer.shape)} dimensions, accessed with {len(indices)} indices"
+            )
         codes = [self.expr(index) for index in indices]
         vector_axes = sum(1 for index in indices if index.dtype.lanes > 1)
         in_bounds = True
@@ -708,6 +716,10 @@ class Translator:
 
     def _expr_Call(self, call: Call) -> Code:
         op = call.op
+        if is_tile_op(op):
+            return self.tile_op(call)
+        if op == "cuda_syncthreads":
+            return Code("None")  # thread-bound loops run in order: nothing to wait for
         if op == "if_then_else":
             return self.if_then_else(call)
         if op in ("call_llvm_intrin", "call_llvm_pure_intrin", "call_extern"):
@@ -749,6 +761,25 @@ class Translator:
             args = ", ".join(f"_f64({text})" for text in texts)
             return Code(f"_to_{name}(_m_{op}({args}))")
         return Code(f"_unsupported({what!r})")
+
+    def tile_op(self, call: Call) -> Code:
+        """A CUDA warp-level tile op (``runtime.tile_op``): its buffer loads are references to
+        tiles, passed as (array, first element, tile shape), not evaluated. It runs once per
+        warp: under a ``threadIdx.x`` loop (the warp's lanes) only lane 0 runs it."""
+        tiles = dict(tile_accesses(call))
+        refs, values = [], []
+        for position, arg in enumerate(call.args):
+            if position in tiles and isinstance(arg, BufferLoad):
+                index = self.tuple_text(self.expr(i).text for i in arg.indices)
+                refs.append(f"({self.buffer_name(arg.buffer)}, {index}, {tiles[position]})")
+                values.append("None")
+            else:
+                refs.append("None")
+                values.append(self.expr(arg).text)
+        text = f"_tile_op({call.op!r}, [{', '.join(refs)}], [{', '.join(values)}])"
+        if self.lane_vars:
+            text = f"({text} if {self.lane_vars[-1]} == 0 else None)"
+        return Code(text)
 
     def if_then_else(self, call: Call) -> Code:
         c, t, f = (self.expr(arg) for arg in call.args)

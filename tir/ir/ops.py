@@ -84,3 +84,114 @@ register_op(
     )
 )
 register_op(OpInfo("tir.address_of", 1, 1, "explicit", doc="the address of a buffer element: (B[i],)"))
+
+# ---------------------------------------------------------------- CUDA: barriers and warp-level tile ops
+#
+# The tile ops name a fragment by a load of its first element (``frag[i, j]``: the 16 x 16, or
+# 16 x 8, tile of a fragment-scoped buffer that starts there) and a shared or global matrix by
+# a load of its first element plus a leading dimension (``A[i, k]``, ``stride``): the loads are
+# references, never evaluated. They print as ``nvcuda::wmma::...`` calls or inline PTX in the
+# CUDA source (tir.codegen.cuda); the interpreter runs them on plain arrays (tir.interp).
+# Lowering passes ask ``tile_accesses`` which elements each reference really touches.
+
+register_op(OpInfo("cuda_syncthreads", 0, 0, "explicit", pure=False, doc="__syncthreads(): a block-wide barrier"))
+register_op(
+    OpInfo("wmma_fill_fragment", 2, 2, "explicit", pure=False, doc="(frag[i, j], value): fill a 16x16 fragment")
+)
+register_op(
+    OpInfo(
+        "wmma_load_matrix_sync",
+        3,
+        3,
+        "explicit",
+        pure=False,
+        doc="(frag[i, j], src[r, c], stride): load the 16x16 tile at src (row-major, leading dimension stride)",
+    )
+)
+register_op(
+    OpInfo("wmma_mma_sync", 4, 4, "explicit", pure=False, doc="(d[..], a[..], b[..], c[..]): d = a @ b + c, 16x16x16")
+)
+register_op(
+    OpInfo(
+        "wmma_store_matrix_sync",
+        3,
+        3,
+        "explicit",
+        pure=False,
+        doc="(dst[r, c], frag[i, j], stride): store a 16x16 accumulator fragment row-major",
+    )
+)
+register_op(
+    OpInfo(
+        "ptx_ldmatrix",
+        4,
+        4,
+        "explicit",
+        pure=False,
+        doc="(frag[i, j], src[r, c], stride, trans): ldmatrix of a 16x16 A tile (trans=0) or 16x8 B tile (trans=1)",
+    )
+)
+register_op(
+    OpInfo("ptx_mma_sync", 4, 4, "explicit", pure=False, doc="(d[..], a[..], b[..], c[..]): mma.sync m16n8k16 f32")
+)
+register_op(OpInfo("ptx_mma_fill", 2, 2, "explicit", pure=False, doc="(frag[i, j], value): fill a 16x8 accumulator"))
+register_op(
+    OpInfo(
+        "ptx_mma_store",
+        3,
+        3,
+        "explicit",
+        pure=False,
+        doc="(dst[r, c], frag[i, j], stride): store a 16x8 m16n8k16 accumulator row-major",
+    )
+)
+
+#: Tile shape of one fragment, by storage scope.
+FRAGMENT_TILES: dict[str, tuple[int, int]] = {
+    "wmma.matrix_a": (16, 16),
+    "wmma.matrix_b": (16, 16),
+    "wmma.accumulator": (16, 16),
+    "m16n8k16.matrixA": (16, 16),
+    "m16n8k16.matrixB": (16, 8),
+    "m16n8k16.matrixC": (16, 8),
+}
+
+#: For each tile op: for each argument position (after the dtype) that is a reference, the index
+#: of the argument whose tile shape it has (a fragment reference has its own scope's tile).
+_TILE_REFERENCES: dict[str, dict[int, int]] = {
+    "wmma_fill_fragment": {0: 0},
+    "wmma_load_matrix_sync": {0: 0, 1: 0},
+    "wmma_mma_sync": {0: 0, 1: 1, 2: 2, 3: 3},
+    "wmma_store_matrix_sync": {0: 1, 1: 1},
+    "ptx_ldmatrix": {0: 0, 1: 0},
+    "ptx_mma_sync": {0: 0, 1: 1, 2: 2, 3: 3},
+    "ptx_mma_fill": {0: 0},
+    "ptx_mma_store": {0: 1, 1: 1},
+}
+
+
+def is_tile_op(name: str) -> bool:
+    """Whether ``name`` is a warp-level tile op whose buffer loads are tile references."""
+    return name in _TILE_REFERENCES
+
+
+def tile_accesses(call: object) -> list[tuple[int, tuple[int, int]]]:
+    """For a tile-op ``Call``: ``(argument position, (rows, cols))`` of each tile reference.
+
+    Positions count the call's ``args`` (the leading dtype is not an argument). A reference
+    ``B[..., r, c]`` touches ``B[..., r:r + rows, c:c + cols]``.
+    """
+    from tir.ir.expr import BufferLoad, Call
+
+    assert isinstance(call, Call)
+    refs = _TILE_REFERENCES.get(call.op)
+    if refs is None:
+        return []
+    out = []
+    for position, shaped_by in refs.items():
+        fragment = call.args[shaped_by]
+        if not isinstance(fragment, BufferLoad) or not isinstance(call.args[position], BufferLoad):
+            continue
+        tile = FRAGMENT_TILES.get(fragment.buffer.scope, (16, 16))
+        out.append((position, tile))
+    return out

@@ -13,6 +13,16 @@
     lower_parallel             parallel loops -> outlined functions and launch calls
     simplify                   every expression simplified
 
+For a CUDA target (``Target.parse("cuda -arch=sm_80")``) the GPU pipeline runs instead::
+
+    lower_init, convert_blocks_to_loops, compact_allocations, plan_allocations
+    flatten_buffers            warp fragments (wmma.*, m16n8k16.*) keep their tile shapes
+    unroll_loops
+    simplify
+    split_host_device          thread-bound loop nests -> device kernels + tir.cuda_launch calls
+    insert_syncthreads         __syncthreads() around shared-memory hazards in each kernel
+    simplify
+
 ``dump=True`` prints the program after each pass under a ``# after <name>`` header;
 ``dump=callable`` is called as ``dump(pass_name, program)`` instead. Every pass is also
 importable on its own (``from tir.transform import flatten_buffers``) as a pure
@@ -31,23 +41,30 @@ from tir.transform._common import LoweringError, apply_to_module, as_module
 from tir.transform.compact_allocations import compact_allocations
 from tir.transform.convert_blocks import convert_blocks_to_loops
 from tir.transform.flatten_buffers import flatten_buffers
+from tir.transform.insert_syncthreads import insert_syncthreads
 from tir.transform.lower_init import lower_init
 from tir.transform.plan_allocations import plan_allocations
 from tir.transform.simplify import simplify
+from tir.transform.split_host_device import split_host_device
 from tir.transform.unroll import unroll_loops
 from tir.transform.vectorize import vectorize_loops
 
 __all__ = [
+    "FRAGMENT_SCOPES",
+    "GPU_PASS_NAMES",
     "LoweringError",
     "PASS_NAMES",
     "compact_allocations",
     "convert_blocks_to_loops",
     "flatten_buffers",
+    "gpu_passes",
+    "insert_syncthreads",
     "lower",
     "lower_init",
     "passes",
     "plan_allocations",
     "simplify",
+    "split_host_device",
     "unroll_loops",
     "vectorize_loops",
 ]
@@ -63,6 +80,30 @@ PASS_NAMES = (
     "unroll_loops",
     "lower_parallel",
     "simplify",
+)
+
+#: The GPU (CUDA) pipeline, in order.
+GPU_PASS_NAMES = (
+    "lower_init",
+    "convert_blocks_to_loops",
+    "compact_allocations",
+    "plan_allocations",
+    "flatten_buffers",
+    "unroll_loops",
+    "simplify",
+    "split_host_device",
+    "insert_syncthreads",
+    "simplify_kernels",
+)
+
+#: Storage scopes of warp fragments: kept multi-dimensional (tiles) by the GPU pipeline.
+FRAGMENT_SCOPES = (
+    "wmma.matrix_a",
+    "wmma.matrix_b",
+    "wmma.accumulator",
+    "m16n8k16.matrixA",
+    "m16n8k16.matrixB",
+    "m16n8k16.matrixC",
 )
 
 ModulePass = Callable[[IRModule], IRModule]
@@ -90,6 +131,8 @@ def _lower_parallel_pass() -> ModulePass | None:
 
 def passes(target: Target | None = None) -> list[tuple[str, ModulePass]]:
     """The named module passes ``lower`` runs for ``target``, in order."""
+    if target is not None and target.is_cuda:
+        return gpu_passes(target)
     pipeline: list[tuple[str, ModulePass]] = [
         ("lower_init", _module_pass(lower_init)),
         ("convert_blocks_to_loops", _module_pass(convert_blocks_to_loops)),
@@ -106,12 +149,38 @@ def passes(target: Target | None = None) -> list[tuple[str, ModulePass]]:
     return pipeline
 
 
+def gpu_passes(target: Target) -> list[tuple[str, ModulePass]]:
+    """The GPU pipeline (``GPU_PASS_NAMES``): kernels split from the host, barriers inserted."""
+    return [
+        ("lower_init", _module_pass(lower_init)),
+        ("convert_blocks_to_loops", _module_pass(convert_blocks_to_loops)),
+        ("compact_allocations", _module_pass(compact_allocations)),
+        ("plan_allocations", _module_pass(plan_allocations)),
+        ("flatten_buffers", _module_pass(flatten_buffers, keep_scopes=FRAGMENT_SCOPES)),
+        ("unroll_loops", _module_pass(unroll_loops)),
+        ("simplify", _module_pass(simplify)),
+        ("split_host_device", split_host_device),
+        ("insert_syncthreads", _module_pass(insert_syncthreads)),
+        ("simplify_kernels", _module_pass(simplify)),
+    ]
+
+
 def lower(func_or_mod: PrimFunc | IRModule, target: str | Target | None = None, dump: Dump = False) -> IRModule:
     """Run the lowering pipeline; the result is an IRModule of block-free, 1-D-buffer functions.
 
-    ``target`` (a ``Target`` or a target string) only gives hints (vector width); the lowered
-    program is correct for any target. ``dump=True`` prints the program after every pass,
-    ``dump=callable`` receives ``(pass_name, module)`` after every pass.
+        ``target`` (a ``Target`` or a target string) only gives hints (vector width); the lowered
+        program is correct for any target. For a CUDA target (``Target.parse("cuda -arch=sm_80")``) the GPU pipeline runs instead::
+
+        lower_init, convert_blocks_to_loops, compact_allocations, plan_allocations
+        flatten_buffers            warp fragments (wmma.*, m16n8k16.*) keep their tile shapes
+        unroll_loops
+        simplify
+        split_host_device          thread-bound loop nests -> device kernels + tir.cuda_launch calls
+        insert_syncthreads         __syncthreads() around shared-memory hazards in each kernel
+        simplify
+
+    ``dump=True`` prints the program after every pass,
+        ``dump=callable`` receives ``(pass_name, module)`` after every pass.
     """
     resolved = Target.parse(target) if isinstance(target, str) else target
     mod = as_module(func_or_mod)

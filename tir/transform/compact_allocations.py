@@ -45,6 +45,7 @@ from tir.ir import (
     BufferLoad,
     BufferStore,
     Call,
+    Evaluate,
     For,
     ForKind,
     IfThenElse,
@@ -61,6 +62,7 @@ from tir.ir import (
     Var,
     substitute,
 )
+from tir.ir.ops import tile_accesses
 from tir.transform._common import uses_buffer
 
 __all__ = ["compact_allocations"]
@@ -95,6 +97,32 @@ class _CollectAccesses(IRVisitor):
             self.record(store.indices)
         self.generic_visit(store)
 
+    def visit_Call(self, call: Call) -> None:
+        # A CUDA tile op's reference ``B[r, c]`` touches a whole tile from there: record its
+        # first and last elements, so the hull covers the tile; a reference the op only
+        # writes (the target of a fill or load) is a store, not a load.
+        tiles = dict(tile_accesses(call))
+        if not tiles:
+            self.generic_visit(call)
+            return
+        reads = _tile_read_positions(call)
+        for position, arg in enumerate(call.args):
+            if position not in tiles or not isinstance(arg, BufferLoad):
+                self.visit(arg)
+                continue
+            for index in arg.indices:
+                self.visit(index)
+            wanted = self.loads if position in reads else self.stores
+            if arg.buffer is not self.buffer or not wanted or not arg.indices:
+                continue
+            rows, cols = tiles[position]
+            last = list(arg.indices)
+            if len(last) >= 2:
+                last[-2] = last[-2] + (rows - 1)
+            last[-1] = last[-1] + (cols - 1)
+            self.record(arg.indices)
+            self.record(tuple(last))
+
     def visit_For(self, loop: For) -> None:
         self.visit(loop.min)
         self.visit(loop.extent)
@@ -107,6 +135,21 @@ class _CollectAccesses(IRVisitor):
         self.lets[stmt.var] = substitute(stmt.value, self.lets)
         self.visit(stmt.body)
         self.lets.pop(stmt.var, None)
+
+
+#: Argument positions tile ops read (the others they only write).
+_TILE_READS = {
+    "wmma_load_matrix_sync": (1,),
+    "ptx_ldmatrix": (1,),
+    "wmma_store_matrix_sync": (1,),
+    "ptx_mma_store": (1,),
+    "wmma_mma_sync": (1, 2, 3),
+    "ptx_mma_sync": (1, 2, 3),
+}
+
+
+def _tile_read_positions(call: Call) -> tuple[int, ...]:
+    return _TILE_READS.get(call.op, ())
 
 
 def _touched_region(
@@ -165,26 +208,62 @@ class _ExactWrites(IRVisitor):
     def visit_BufferStore(self, store: BufferStore) -> None:
         if store.buffer is not self.buffer:
             return
+        box = self.box(store.indices, (1,) * len(store.indices))
+        if box is not None:
+            self.boxes.append(box)
+
+    def visit_Evaluate(self, stmt: Evaluate) -> None:
+        # A CUDA tile op writing a whole tile (fill, load) writes its box exactly.
+        call = stmt.value
+        if not isinstance(call, Call):
+            return
+        reads = _tile_read_positions(call)
+        for position, (rows, cols) in tile_accesses(call):
+            ref = call.args[position]
+            if position in reads or not isinstance(ref, BufferLoad) or ref.buffer is not self.buffer:
+                continue
+            units = (1,) * (len(ref.indices) - 2) + (rows, cols)
+            box = self.box(ref.indices, units)
+            if box is not None:
+                self.boxes.append(box)
+
+    def box(self, indices: tuple[PrimExpr, ...], units: tuple[int, ...]) -> tuple[Range, ...] | None:
+        """The box ``indices`` cover over the loops, each point widened to ``units``; None
+        unless every index is ``offset + sum(var * coefficient)`` with the loop variables
+        nesting exactly (the smallest coefficient is the unit, each next one the previous
+        coefficient times its loop's extent), each loop variable in one dimension only."""
         box: list[Range] = []
         used: set[Var] = set()
-        for index in store.indices:
+        for index, unit in zip(indices, units):
             index = self.analyzer.simplify(substitute(index, self.lets))
             if index.dtype.lanes != 1 or _reads_memory(index):
-                return
+                return None
             inner = [v for v in self.loops if _uses_var(index, v)]
-            if not inner:
-                box.append(Range(index, IntImm(1, index.dtype)))
-                continue
-            if len(inner) != 1 or inner[0] in used or inner[0].dtype != index.dtype:
-                return
-            var = inner[0]
-            offset = self.analyzer.simplify(index - var)
-            if _uses_var(offset, var):
-                return
-            used.add(var)
-            dom = self.loops[var]
-            box.append(Range(self.analyzer.simplify(dom.min + offset), dom.extent))
-        self.boxes.append(tuple(box))
+            if any(v in used for v in inner) or any(v.dtype != index.dtype for v in inner):
+                return None
+            terms: list[tuple[int, Var]] = []
+            offset = index
+            for var in inner:
+                coefficient = self.analyzer.simplify(substitute(index, {var: var + 1}) - index)
+                if not isinstance(coefficient, IntImm) or coefficient.value <= 0:
+                    return None
+                terms.append((coefficient.value, var))
+                offset = offset - var * coefficient
+            offset = self.analyzer.simplify(offset)
+            if any(_uses_var(offset, v) for v in inner):
+                return None
+            terms.sort(key=lambda t: t[0])
+            expected = unit
+            start: PrimExpr = offset
+            for coefficient, var in terms:
+                dom = self.loops[var]
+                if coefficient != expected or not isinstance(dom.extent, IntImm):
+                    return None
+                start = start + dom.min * coefficient
+                expected = coefficient * dom.extent.value
+            used.update(inner)
+            box.append(Range(self.analyzer.simplify(start), IntImm(expected, index.dtype)))
+        return tuple(box)
 
 
 def _contains(analyzer: Analyzer, box: tuple[Range, ...], region: tuple[Range, ...]) -> bool:

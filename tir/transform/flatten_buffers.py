@@ -80,7 +80,9 @@ def flat_index(buffer: Buffer, indices: tuple[PrimExpr, ...]) -> PrimExpr:
     total: PrimExpr | None = None
     for index, stride in zip(indices, strides):
         total = _add(total, _scale(cast_to(index, dtype), cast_to(stride, dtype)))
-    if buffer.elem_offset is not None and not (isinstance(buffer.elem_offset, IntImm) and buffer.elem_offset.value == 0):
+    if buffer.elem_offset is not None and not (
+        isinstance(buffer.elem_offset, IntImm) and buffer.elem_offset.value == 0
+    ):
         total = _add(total, cast_to(buffer.elem_offset, dtype))
     if total is None:
         return IntImm(0, dtype)
@@ -107,13 +109,16 @@ def _flat_extent(buffer: Buffer) -> PrimExpr:
 
 
 class _Flatten(IRMutator):
-    def __init__(self) -> None:
+    def __init__(self, keep_scopes: tuple[str, ...] = ()) -> None:
         self.flat: dict[Buffer, Buffer] = {}
+        self.keep_scopes = keep_scopes
 
     def flat_buffer(self, buffer: Buffer) -> Buffer:
         new = self.flat.get(buffer)
         if new is None:
-            if buffer.ndim == 1 and not buffer.strides and buffer.elem_offset is None:
+            if buffer.scope in self.keep_scopes or (
+                buffer.ndim == 1 and not buffer.strides and buffer.elem_offset is None
+            ):
                 new = buffer
             else:
                 new = Buffer(
@@ -145,9 +150,13 @@ class _Flatten(IRMutator):
         return store.replace(buffer=self.flat_buffer(store.buffer), indices=self.index(store.buffer, store.indices))
 
 
-def flatten_buffers(func: PrimFunc) -> PrimFunc:
-    """Make every buffer 1-D (see the module docstring)."""
-    mutator = _Flatten()
+def flatten_buffers(func: PrimFunc, keep_scopes: tuple[str, ...] = ()) -> PrimFunc:
+    """Make every buffer 1-D (see the module docstring).
+
+    Buffers of a scope in ``keep_scopes`` keep their shape (the GPU pipeline keeps warp
+    fragments as tiles: the CUDA code generator declares them tile by tile).
+    """
+    mutator = _Flatten(keep_scopes)
     params = tuple(mutator.flat_buffer(p) if isinstance(p, Buffer) else p for p in func.params)
     body = mutator.visit(func.body)
     attrs = func.attrs

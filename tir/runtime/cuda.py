@@ -1,0 +1,892 @@
+"""CUDA modules: kernels compiled to a cubin, launched from Python on an NVIDIA GPU.
+
+``tir.build(func, "cuda -arch=sm_80")`` ends here: the CUDA builder hands over the lowered
+host function, one :class:`~tir.runtime.cuda_spec.KernelSpec` per kernel (launch order), the
+cubin and the CUDA C++ source.
+
+    m = tir.build(f, "cuda -arch=sm_80")
+    m(a, b, c)                      # numpy arrays: copied to the GPU, run, copied back in place
+    m(da, db, dc)                   # device arrays (``__cuda_array_interface__``: cupy, torch):
+                                    # their pointers are passed directly, nothing is copied
+    m.time(a, b, c, repeat=10)      # median seconds of one call, measured with CUDA events
+    m.get_source("cuda")            # the CUDA C++ source; m.cubin holds the binary
+    m.export_library("f.cubin")     # the cubin, loadable with cuModuleLoad
+
+A call:
+
+1. checks its arguments against the host function's parameters before touching any device
+   (their number; for a buffer its dtype, original shape (``attrs["param_shapes"]``) and
+   C-contiguity; the checks of :class:`tir.runtime.Module`, extended to device arrays);
+2. evaluates each kernel's grid, block and dynamic shared memory from the integer scalar
+   arguments (and the extents that bare shape variables take from the arrays);
+3. copies every numpy buffer to freshly allocated device memory, launches the kernels in order
+   (buffers by device pointer, scalars by value), synchronizes, copies every numpy buffer back
+   into its array and frees the device memory.
+
+The driver is reached through pycuda (``pycuda.driver``) where it is installed, otherwise
+through cuda-python (``cuda.bindings.driver``, or ``cuda.cuda`` in older releases): both are
+optional (``pip install 'tensorir[cuda]'`` installs cuda-python). Importing this module imports
+neither; the first call does. Without the NVIDIA driver library (``libcuda.so``), without a
+device or without a binding, a call raises :class:`CUDADeviceError`: the module is compiled
+(``get_source("cuda")``, ``.cubin``, ``export_library``) but cannot run on this machine.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import dataclasses
+import functools
+import numbers
+import os
+import shutil
+import statistics
+import subprocess
+import tempfile
+import threading
+import weakref
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from tir.ir import (
+    EQ,
+    GE,
+    GT,
+    LE,
+    LT,
+    NE,
+    Add,
+    And,
+    Cast,
+    Div,
+    FloorDiv,
+    FloorMod,
+    IntImm,
+    IRModule,
+    Max,
+    Min,
+    Mul,
+    Not,
+    Or,
+    PrimExpr,
+    PrimFunc,
+    Select,
+    Sub,
+    Var,
+)
+from tir.ir.buffer import Buffer
+from tir.runtime.module import (
+    Module,
+    ParamSpec,
+    _array_argument,
+    _evaluate_extent,
+    _scalar_argument,
+    _shape_text,
+    check_arguments,
+)
+
+__all__ = [
+    "CUDADeviceError",
+    "CUDAModule",
+    "DeviceArray",
+    "LaunchConfig",
+    "device_missing_reason",
+    "evaluate_launch_expr",
+]
+
+#: Dynamic shared memory a kernel may use without opting in (``cuFuncSetAttribute``).
+_DEFAULT_SHARED_LIMIT = 48 * 1024
+
+#: The hint every "cannot run here" message ends with.
+_COMPILED_BUT = "the module was compiled (get_source('cuda'), .cubin) but cannot run here"
+
+#: Names of the CUresult codes cuInit / cuDeviceGetCount commonly return.
+_CU_RESULT_NAMES = {
+    1: "CUDA_ERROR_INVALID_VALUE",
+    2: "CUDA_ERROR_OUT_OF_MEMORY",
+    3: "CUDA_ERROR_NOT_INITIALIZED",
+    4: "CUDA_ERROR_DEINITIALIZED",
+    34: "CUDA_ERROR_STUB_LIBRARY",
+    35: "CUDA_ERROR_INSUFFICIENT_DRIVER",
+    46: "CUDA_ERROR_DEVICES_UNAVAILABLE",
+    100: "CUDA_ERROR_NO_DEVICE",
+    101: "CUDA_ERROR_INVALID_DEVICE",
+    304: "CUDA_ERROR_OPERATING_SYSTEM",
+    999: "CUDA_ERROR_UNKNOWN",
+}
+
+
+class CUDADeviceError(RuntimeError):
+    """CUDA code cannot run here: no driver library, no device, no Python binding, or a driver failure."""
+
+
+# ---------------------------------------------------------------- detecting a device (ctypes only)
+
+
+def _load_driver_library() -> Any:
+    """``libcuda`` loaded with ctypes, or None when the NVIDIA driver library is not installed."""
+    candidates = ["libcuda.so.1", "libcuda.so"]
+    found = ctypes.util.find_library("cuda")
+    if found is not None:
+        candidates.append(found)
+    for name in candidates:
+        try:
+            return ctypes.CDLL(name)
+        except OSError:
+            continue
+    return None
+
+
+@functools.cache
+def device_missing_reason() -> str | None:
+    """Why CUDA code cannot run on this machine (a sentence), or None when a device is usable.
+
+    Cheap: loads ``libcuda`` with ctypes and calls ``cuInit`` and ``cuDeviceGetCount``; imports
+    no CUDA Python package. The answer is cached for the process (pytest uses it to skip the
+    ``cuda``-marked tests).
+    """
+    library = _load_driver_library()
+    if library is None:
+        return "the NVIDIA driver library libcuda.so is not installed (no GPU driver on this machine)"
+    try:
+        status = int(library.cuInit(0))
+        if status != 0:
+            return f"cuInit failed with {_CU_RESULT_NAMES.get(status, 'CUresult')} ({status})"
+        count = ctypes.c_int(0)
+        status = int(library.cuDeviceGetCount(ctypes.byref(count)))
+    except AttributeError as error:  # a library named libcuda without the driver API
+        return f"libcuda does not export the driver API ({error})"
+    if status != 0:
+        return f"cuDeviceGetCount failed with {_CU_RESULT_NAMES.get(status, 'CUresult')} ({status})"
+    if count.value < 1:
+        return "the NVIDIA driver sees no CUDA device"
+    return None
+
+
+def _no_device_error(reason: str) -> CUDADeviceError:
+    return CUDADeviceError(f"no CUDA device: {reason}; {_COMPILED_BUT}")
+
+
+# ---------------------------------------------------------------- launch dimensions
+
+
+def evaluate_launch_expr(expr: int | PrimExpr, env: dict[str, int]) -> int:
+    """The integer value of a grid/block/shared-memory expression given ``env`` (variable name -> value).
+
+    Handles integer arithmetic (``+ - *``, floor division and modulo, truncating division, min,
+    max, casts, ``Select`` on comparisons) directly; anything else is substituted and simplified with
+    ``tir.arith.simplify``. Raises ``ValueError`` naming the expression when it does not reduce
+    to a constant (a variable that is no scalar parameter nor shape variable).
+    """
+    value = _evaluate(expr, env)
+    if value is None:
+        value = _evaluate_by_simplify(expr, env)
+    if value is None:
+        raise ValueError(
+            f"cannot evaluate the launch dimension {expr} from the scalar arguments {sorted(env)}: "
+            "it uses a variable that is neither a scalar parameter nor a buffer's shape variable"
+        )
+    return int(value)
+
+
+#: Integer semantics of the binary expressions a launch dimension may contain.
+_BINARY_OPERATIONS: dict[type, Callable[[int, int], int | bool]] = {
+    Add: lambda a, b: a + b,
+    Sub: lambda a, b: a - b,
+    Mul: lambda a, b: a * b,
+    FloorDiv: lambda a, b: a // b,
+    FloorMod: lambda a, b: a % b,
+    Div: lambda a, b: abs(a) // abs(b) * (1 if (a >= 0) == (b >= 0) else -1),
+    Min: min,
+    Max: max,
+    EQ: lambda a, b: a == b,
+    NE: lambda a, b: a != b,
+    LT: lambda a, b: a < b,
+    LE: lambda a, b: a <= b,
+    GT: lambda a, b: a > b,
+    GE: lambda a, b: a >= b,
+    And: lambda a, b: bool(a) and bool(b),
+    Or: lambda a, b: bool(a) or bool(b),
+}
+
+
+def _evaluate(expr: Any, env: dict[str, int]) -> int | bool | None:
+    if isinstance(expr, (bool, np.bool_)):
+        return bool(expr)
+    if isinstance(expr, numbers.Integral):
+        return int(expr)
+    if isinstance(expr, IntImm):
+        return int(expr.value)
+    if isinstance(expr, Var):
+        return env.get(expr.name)
+    if isinstance(expr, Cast):
+        inner = _evaluate(expr.value, env)
+        if inner is None or not (expr.dtype.is_integer or expr.dtype.is_bool):
+            return None
+        return bool(inner) if expr.dtype.is_bool else int(inner)
+    if isinstance(expr, Not):
+        inner = _evaluate(expr.a, env)
+        return None if inner is None else not inner
+    if isinstance(expr, Select):
+        condition = _evaluate(expr.condition, env)
+        if condition is None:
+            return None
+        return _evaluate(expr.true_value if condition else expr.false_value, env)
+    operation = _BINARY_OPERATIONS.get(type(expr))
+    if operation is None:
+        return None
+    a, b = _evaluate(expr.a, env), _evaluate(expr.b, env)
+    if a is None or b is None:
+        return None
+    if type(expr) in (FloorDiv, FloorMod, Div) and b == 0:
+        raise ValueError(f"the launch dimension {expr} divides by zero for the arguments {env}")
+    return operation(a, b)
+
+
+def _evaluate_by_simplify(expr: Any, env: dict[str, int]) -> int | None:
+    from tir.arith import simplify
+    from tir.ir.functor import substitute
+
+    if not isinstance(expr, PrimExpr):
+        return None
+    variables: dict[Var, PrimExpr] = {}
+
+    def collect(node: Any) -> None:
+        if isinstance(node, Var):
+            if node.name in env:
+                variables[node] = IntImm(env[node.name], node.dtype)
+            return
+        for field in dataclasses.fields(node):
+            value = getattr(node, field.name)
+            if isinstance(value, PrimExpr):
+                collect(value)
+
+    collect(expr)
+    try:
+        result = simplify(substitute(expr, variables))
+    except Exception:  # the fallback only; the caller reports the expression
+        return None
+    return int(result.value) if isinstance(result, IntImm) else None
+
+
+@dataclass(frozen=True)
+class LaunchConfig:
+    """One kernel launch with evaluated dimensions."""
+
+    name: str
+    grid: tuple[int, int, int]
+    block: tuple[int, int, int]
+    shared_bytes: int
+
+    @property
+    def empty(self) -> bool:
+        """Whether the launch has no thread (a zero grid or block extent): it is skipped."""
+        return 0 in self.grid or 0 in self.block
+
+
+# ---------------------------------------------------------------- device arrays
+
+
+@dataclass(frozen=True)
+class DeviceArray:
+    """An argument already on the GPU: what its ``__cuda_array_interface__`` says."""
+
+    pointer: int
+    shape: tuple[int, ...]
+    dtype: np.dtype
+
+    @property
+    def nbytes(self) -> int:
+        return int(np.prod(self.shape, dtype=np.int64)) * self.dtype.itemsize
+
+    @staticmethod
+    def from_interface(arg: Any) -> DeviceArray:
+        """Read ``arg.__cuda_array_interface__``; raises ValueError for strided or masked arrays."""
+        interface = arg.__cuda_array_interface__
+        shape = tuple(int(extent) for extent in interface["shape"])
+        dtype = np.dtype(interface["typestr"])
+        if interface.get("mask") is not None:
+            raise ValueError("masked device arrays are not supported")
+        strides = interface.get("strides")
+        if strides is not None and not _c_contiguous(shape, tuple(strides), dtype.itemsize):
+            raise ValueError(f"the device array must be C-contiguous; got strides {tuple(strides)}")
+        return DeviceArray(int(interface["data"][0]), shape, dtype)
+
+
+def _c_contiguous(shape: tuple[int, ...], strides: tuple[int, ...], itemsize: int) -> bool:
+    expected = itemsize
+    for extent, stride in zip(reversed(shape), reversed(strides)):
+        if extent > 1 and stride != expected:
+            return False
+        expected *= extent
+    return True
+
+
+def is_device_array(arg: Any) -> bool:
+    """Whether ``arg`` lives on a GPU (exposes ``__cuda_array_interface__``) rather than being numpy."""
+    return not isinstance(arg, np.ndarray) and hasattr(arg, "__cuda_array_interface__")
+
+
+def _device_array_argument(func: PrimFunc, spec: ParamSpec, arg: Any, known: dict[str, int]) -> DeviceArray:
+    """The checks of ``_array_argument`` (dtype, shape, contiguity) for an array on the GPU."""
+    where = f"{func.name}() parameter {spec.name}"
+    assert spec.shape is not None
+    try:
+        array = DeviceArray.from_interface(arg)
+    except (KeyError, TypeError, ValueError) as error:
+        raise ValueError(f"{where}: unusable __cuda_array_interface__: {error}") from None
+    if array.dtype != spec.storage:
+        raise TypeError(f"{where}: expected dtype {spec.dtype}, got {array.dtype}")
+    if len(array.shape) != len(spec.shape):
+        raise ValueError(
+            f"{where}: expected shape {_shape_text(spec.shape)} ({len(spec.shape)} dimensions), got {array.shape}"
+        )
+    expected = []
+    for extent, actual in zip(spec.shape, array.shape):
+        value = _evaluate_extent(extent, known)
+        if value is None and isinstance(extent, Var):
+            known[extent.name] = actual
+            value = actual
+        expected.append(value if value is not None else actual)
+    if tuple(expected) != array.shape:
+        raise ValueError(f"{where}: expected shape {_shape_text(expected)}, got {array.shape}")
+    return array
+
+
+def check_cuda_arguments(func: PrimFunc, specs: Sequence[ParamSpec], args: Sequence[Any]) -> list[Any]:
+    """``tir.runtime.check_arguments``, also accepting device arrays (returned as :class:`DeviceArray`)."""
+    if not any(is_device_array(arg) for arg in args):
+        return check_arguments(func, specs, args)
+    names = ", ".join(spec.name for spec in specs)
+    if len(args) != len(specs):
+        raise TypeError(f"{func.name}() takes {len(specs)} arguments ({names}), {len(args)} given")
+    values: list[Any] = [None] * len(specs)
+    known: dict[str, int] = {}
+    for position, (spec, arg) in enumerate(zip(specs, args)):
+        if not spec.is_buffer:
+            values[position] = _scalar_argument(func, spec, arg)
+            if spec.dtype.is_integer:
+                known[spec.name] = int(values[position])
+    for position, (spec, arg) in enumerate(zip(specs, args)):
+        if spec.is_buffer:
+            if is_device_array(arg):
+                values[position] = _device_array_argument(func, spec, arg, known)
+            else:
+                values[position] = _array_argument(func, spec, arg, known)
+    host_arrays = [(spec, v) for spec, v in zip(specs, values) if isinstance(v, np.ndarray) and v.size]
+    device_arrays = [(spec, v) for spec, v in zip(specs, values) if isinstance(v, DeviceArray) and v.nbytes]
+    for pairs, overlap in (
+        (host_arrays, lambda a, b: np.may_share_memory(a, b)),
+        (device_arrays, lambda a, b: a.pointer < b.pointer + b.nbytes and b.pointer < a.pointer + a.nbytes),
+    ):
+        for i, (spec_a, a) in enumerate(pairs):
+            for spec_b, b in pairs[i + 1 :]:
+                if overlap(a, b):
+                    raise ValueError(
+                        f"{func.name}() parameters {spec_a.name} and {spec_b.name} share memory; the compiled "
+                        "code assumes distinct buffers (pass a copy)"
+                    )
+    return values
+
+
+def _known_extents(specs: Sequence[ParamSpec], values: Sequence[Any]) -> dict[str, int]:
+    """Name -> value of every integer scalar argument and of every bare shape variable."""
+    known: dict[str, int] = {}
+    for spec, value in zip(specs, values):
+        if not spec.is_buffer and spec.dtype.is_integer:
+            known[spec.name] = int(value)
+    for spec, value in zip(specs, values):
+        if spec.shape is not None:
+            for extent, actual in zip(spec.shape, value.shape):
+                if isinstance(extent, Var) and extent.name not in known:
+                    known[extent.name] = int(actual)
+    return known
+
+
+# ---------------------------------------------------------------- drivers
+
+
+class _Driver:
+    """The few driver calls the module needs; one subclass per Python binding."""
+
+    name = ""
+
+    @contextmanager
+    def active(self) -> Iterator[None]:
+        """Make the device's primary context current for the duration."""
+        raise NotImplementedError
+
+    def load(self, image: bytes) -> Any:
+        raise NotImplementedError
+
+    def unload(self, module: Any) -> None:
+        raise NotImplementedError
+
+    def function(self, module: Any, name: str) -> Any:
+        raise NotImplementedError
+
+    def alloc(self, nbytes: int) -> Any:
+        raise NotImplementedError
+
+    def free(self, allocation: Any) -> None:
+        raise NotImplementedError
+
+    def pointer(self, allocation: Any) -> int:
+        return int(allocation)
+
+    def to_device(self, allocation: Any, array: np.ndarray) -> None:
+        raise NotImplementedError
+
+    def to_host(self, array: np.ndarray, allocation: Any) -> None:
+        raise NotImplementedError
+
+    def launch(self, function: Any, config: LaunchConfig, args: list[np.generic]) -> None:
+        raise NotImplementedError
+
+    def synchronize(self) -> None:
+        raise NotImplementedError
+
+    def event(self) -> Any:
+        raise NotImplementedError
+
+    def record(self, event: Any) -> None:
+        raise NotImplementedError
+
+    def elapsed_ms(self, start: Any, end: Any) -> float:
+        """Milliseconds between two recorded events (waits for ``end``)."""
+        raise NotImplementedError
+
+    def destroy_event(self, event: Any) -> None:
+        pass
+
+
+class _PyCudaDriver(_Driver):
+    """``pycuda.driver`` on the primary context of device 0."""
+
+    name = "pycuda"
+
+    def __init__(self, cuda: Any) -> None:
+        self.cuda = cuda
+        cuda.init()
+        self.context = cuda.Device(0).retain_primary_context()
+
+    @contextmanager
+    def active(self) -> Iterator[None]:
+        self.context.push()
+        try:
+            yield
+        finally:
+            self.cuda.Context.pop()
+
+    def load(self, image: bytes) -> Any:
+        return self.cuda.module_from_buffer(image)
+
+    def unload(self, module: Any) -> None:
+        pass  # pycuda unloads a module when its object is collected
+
+    def function(self, module: Any, name: str) -> Any:
+        return module.get_function(name)
+
+    def alloc(self, nbytes: int) -> Any:
+        return self.cuda.mem_alloc(max(nbytes, 1))
+
+    def free(self, allocation: Any) -> None:
+        allocation.free()
+
+    def to_device(self, allocation: Any, array: np.ndarray) -> None:
+        self.cuda.memcpy_htod(allocation, array)
+
+    def to_host(self, array: np.ndarray, allocation: Any) -> None:
+        self.cuda.memcpy_dtoh(array, allocation)
+
+    def launch(self, function: Any, config: LaunchConfig, args: list[np.generic]) -> None:
+        if config.shared_bytes > _DEFAULT_SHARED_LIMIT:
+            attribute = self.cuda.function_attribute.MAX_DYNAMIC_SHARED_SIZE_BYTES
+            function.set_attribute(attribute, config.shared_bytes)
+        # pycuda packs numpy scalars by value with C alignment; bool is not a numpy number there.
+        packed = [np.uint8(arg) if isinstance(arg, np.bool_) else arg for arg in args]
+        function(*packed, grid=config.grid, block=config.block, shared=config.shared_bytes)
+
+    def synchronize(self) -> None:
+        self.cuda.Context.synchronize()
+
+    def event(self) -> Any:
+        return self.cuda.Event()
+
+    def record(self, event: Any) -> None:
+        event.record()
+
+    def elapsed_ms(self, start: Any, end: Any) -> float:
+        end.synchronize()
+        return float(start.time_till(end))
+
+
+class _CudaPythonDriver(_Driver):
+    """cuda-python's driver API (``cuda.bindings.driver`` or ``cuda.cuda``) on device 0's primary context."""
+
+    name = "cuda-python"
+
+    def __init__(self, driver: Any) -> None:
+        self.driver = driver
+        self.check(driver.cuInit(0), "cuInit")
+        device = self.check(driver.cuDeviceGet(0), "cuDeviceGet")
+        self.context = self.check(driver.cuDevicePrimaryCtxRetain(device), "cuDevicePrimaryCtxRetain")
+
+    def check(self, result: Any, what: str) -> Any:
+        """The values of a driver call (``(CUresult, *values)``); raises CUDADeviceError on failure."""
+        status, *values = result if isinstance(result, tuple) else (result,)
+        if status != self.driver.CUresult.CUDA_SUCCESS:
+            name = getattr(status, "name", str(status))
+            try:
+                _, text = self.driver.cuGetErrorString(status)
+                detail = text.decode() if isinstance(text, bytes) else str(text)
+            except Exception:  # the error text is a courtesy
+                detail = ""
+            raise CUDADeviceError(f"{what} failed: {name}" + (f" ({detail})" if detail else ""))
+        if not values:
+            return None
+        return values[0] if len(values) == 1 else tuple(values)
+
+    @contextmanager
+    def active(self) -> Iterator[None]:
+        self.check(self.driver.cuCtxPushCurrent(self.context), "cuCtxPushCurrent")
+        try:
+            yield
+        finally:
+            self.check(self.driver.cuCtxPopCurrent(), "cuCtxPopCurrent")
+
+    def load(self, image: bytes) -> Any:
+        data = np.frombuffer(image, dtype=np.uint8)
+        return self.check(self.driver.cuModuleLoadData(data.ctypes.data), "cuModuleLoadData")
+
+    def unload(self, module: Any) -> None:
+        with self.active():
+            self.check(self.driver.cuModuleUnload(module), "cuModuleUnload")
+
+    def function(self, module: Any, name: str) -> Any:
+        return self.check(self.driver.cuModuleGetFunction(module, name.encode()), f"cuModuleGetFunction({name})")
+
+    def alloc(self, nbytes: int) -> Any:
+        return self.check(self.driver.cuMemAlloc(max(nbytes, 1)), "cuMemAlloc")
+
+    def free(self, allocation: Any) -> None:
+        self.check(self.driver.cuMemFree(allocation), "cuMemFree")
+
+    def to_device(self, allocation: Any, array: np.ndarray) -> None:
+        if array.nbytes:
+            self.check(self.driver.cuMemcpyHtoD(allocation, array.ctypes.data, array.nbytes), "cuMemcpyHtoD")
+
+    def to_host(self, array: np.ndarray, allocation: Any) -> None:
+        if array.nbytes:
+            self.check(self.driver.cuMemcpyDtoH(array.ctypes.data, allocation, array.nbytes), "cuMemcpyDtoH")
+
+    def launch(self, function: Any, config: LaunchConfig, args: list[np.generic]) -> None:
+        if config.shared_bytes > _DEFAULT_SHARED_LIMIT:
+            attribute = self.driver.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
+            self.check(self.driver.cuFuncSetAttribute(function, attribute, config.shared_bytes), "cuFuncSetAttribute")
+        # kernelParams is a void** array: one pointer per argument, to memory holding its value.
+        holders = [np.array(arg) for arg in args]
+        pointers = np.array([holder.ctypes.data for holder in holders] or [0], dtype=np.uint64)
+        self.check(
+            self.driver.cuLaunchKernel(
+                function, *config.grid, *config.block, config.shared_bytes, 0, pointers.ctypes.data, 0
+            ),
+            f"cuLaunchKernel({config.name})",
+        )
+
+    def synchronize(self) -> None:
+        self.check(self.driver.cuCtxSynchronize(), "cuCtxSynchronize")
+
+    def event(self) -> Any:
+        return self.check(self.driver.cuEventCreate(0), "cuEventCreate")
+
+    def record(self, event: Any) -> None:
+        self.check(self.driver.cuEventRecord(event, 0), "cuEventRecord")
+
+    def elapsed_ms(self, start: Any, end: Any) -> float:
+        self.check(self.driver.cuEventSynchronize(end), "cuEventSynchronize")
+        return float(self.check(self.driver.cuEventElapsedTime(start, end), "cuEventElapsedTime"))
+
+    def destroy_event(self, event: Any) -> None:
+        self.check(self.driver.cuEventDestroy(event), "cuEventDestroy")
+
+
+_DRIVER_LOCK = threading.Lock()
+_DRIVER: _Driver | None = None
+
+
+def _import_binding() -> tuple[str, Any]:
+    """The first Python CUDA binding installed: pycuda, then cuda-python (new, then old import path)."""
+    import importlib
+
+    for kind, module_name in (
+        ("pycuda", "pycuda.driver"),
+        ("cuda-python", "cuda.bindings.driver"),
+        ("cuda-python", "cuda.cuda"),
+    ):
+        try:
+            return kind, importlib.import_module(module_name)
+        except ImportError:
+            continue
+    raise CUDADeviceError(
+        "no CUDA Python binding: install pycuda or cuda-python (pip install 'tensorir[cuda]'); " + _COMPILED_BUT
+    )
+
+
+def _driver() -> _Driver:
+    """The process-wide driver, created on first use; raises CUDADeviceError when CUDA cannot run here."""
+    global _DRIVER
+    with _DRIVER_LOCK:
+        if _DRIVER is not None:
+            return _DRIVER
+        reason = device_missing_reason()
+        if reason is not None:
+            raise _no_device_error(reason)
+        kind, binding = _import_binding()
+        try:
+            _DRIVER = _PyCudaDriver(binding) if kind == "pycuda" else _CudaPythonDriver(binding)
+        except CUDADeviceError as error:
+            raise _no_device_error(str(error)) from None
+        except Exception as error:  # the binding's own error types differ; the message says enough
+            raise _no_device_error(f"{kind} could not initialize the driver: {error}") from None
+        return _DRIVER
+
+
+# ---------------------------------------------------------------- the module
+
+
+class CUDAModule(Module):
+    """A host function whose kernels run on an NVIDIA GPU (see the module docstring).
+
+    ``host`` is the lowered host PrimFunc (its parameters are the call's arguments);
+    ``kernels`` the launches in order; ``cubin`` the compiled kernels; ``source`` their CUDA
+    C++ source.
+    """
+
+    def __init__(self, host: PrimFunc, kernels: Sequence[Any], cubin: bytes, source: str, target: Any) -> None:
+        super().__init__(IRModule(functions={host.name: host}), target, host.name)
+        self.host = host
+        self.kernels = list(kernels)
+        self.cubin = bytes(cubin)
+        self.source = source
+        self._module_handle: Any = None
+        self._functions: dict[str, Any] = {}
+        self._load_lock = threading.Lock()
+        self._kernel_arguments = [self._match_params(kernel) for kernel in self.kernels]
+
+    # ------------------------------------------------------------ describing the launches
+
+    def _match_params(self, kernel: Any) -> list[tuple[str, int | str, Any]]:
+        """Each kernel parameter as ("buffer", host position, buffer) or ("scalar", host position or name, var).
+
+        Buffers match the host's by identity, else by name; scalars likewise, a scalar that is
+        no host parameter (a shape variable) by name at call time.
+        """
+        host_params = list(self.host.params)
+        matched: list[tuple[str, int | str, Any]] = []
+        for param in kernel.params:
+            position = next((i for i, p in enumerate(host_params) if p is param), None)
+            if isinstance(param, Buffer):
+                if position is None:
+                    position = next(
+                        (i for i, p in enumerate(host_params) if isinstance(p, Buffer) and p.name == param.name), None
+                    )
+                if position is None:
+                    raise ValueError(
+                        f"kernel {kernel.name}: buffer parameter {param.name} is not a parameter of {self.host.name}"
+                    )
+                matched.append(("buffer", position, param))
+            elif isinstance(param, Var):
+                if position is None:
+                    position = next(
+                        (i for i, p in enumerate(host_params) if isinstance(p, Var) and p.name == param.name), None
+                    )
+                matched.append(("scalar", param.name if position is None else position, param))
+            else:
+                raise TypeError(f"kernel {kernel.name}: parameter {param!r} is neither a Buffer nor a Var")
+        return matched
+
+    def launch_configs(self, *args: Any) -> list[LaunchConfig]:
+        """The evaluated launch of every kernel for these arguments (checked, nothing runs)."""
+        values = self.check_arguments(args)
+        return self._launch_configs(_known_extents(self.param_specs, values))
+
+    def _launch_configs(self, known: dict[str, int]) -> list[LaunchConfig]:
+        configs = []
+        for kernel in self.kernels:
+            grid = tuple(evaluate_launch_expr(e, known) for e in kernel.grid)
+            block = tuple(evaluate_launch_expr(e, known) for e in kernel.block)
+            shared = evaluate_launch_expr(kernel.shared_bytes, known)
+            if min(grid + block) < 0 or shared < 0:
+                raise ValueError(
+                    f"kernel {kernel.name}: negative launch dimensions grid={grid} block={block} shared={shared} "
+                    f"for the arguments {known}"
+                )
+            configs.append(LaunchConfig(kernel.name, grid, block, shared))  # type: ignore[arg-type]
+        return configs
+
+    def _kernel_args(
+        self, index: int, pointers: dict[int, int], scalars: dict[int, Any], known: dict[str, int]
+    ) -> list[np.generic]:
+        args: list[np.generic] = []
+        for kind, where, param in self._kernel_arguments[index]:
+            if kind == "buffer":
+                args.append(np.uint64(pointers[where]))
+            elif isinstance(where, int):
+                args.append(scalars[where])
+            else:
+                if where not in known:
+                    raise ValueError(f"kernel {self.kernels[index].name}: no value for the scalar {where}")
+                args.append(ParamSpec(param.name, param.dtype, None).storage.type(known[where]))
+        return args
+
+    # ------------------------------------------------------------ running
+
+    def check_arguments(self, args: Sequence[Any], name: str | None = None) -> list[Any]:
+        """The base class's checks; buffers may also be device arrays (``__cuda_array_interface__``)."""
+        return check_cuda_arguments(self.host, self.param_specs, args)
+
+    def _load(self, driver: _Driver) -> dict[str, Any]:
+        with self._load_lock:
+            if self._module_handle is None:
+                try:
+                    handle = driver.load(self.cubin)
+                except CUDADeviceError as error:
+                    raise CUDADeviceError(
+                        f"cannot load the cubin built for {getattr(self.target, 'arch', '?')} on this GPU: {error}"
+                    ) from None
+                self._functions = {kernel.name: driver.function(handle, kernel.name) for kernel in self.kernels}
+                self._module_handle = handle
+                weakref.finalize(self, _unload_quietly, driver, handle)
+            return self._functions
+
+    def _run(self, name: str, values: list[Any]) -> None:
+        self._execute(values, timing=None)
+
+    def _time(self, values: list[Any], repeat: int, number: int, warmup: int) -> float:
+        return self._execute(values, timing=(repeat, number, warmup))
+
+    def _execute(self, values: list[Any], timing: tuple[int, int, int] | None) -> float:
+        specs = self.param_specs
+        known = _known_extents(specs, values)
+        configs = self._launch_configs(known)
+        driver = _driver()
+        with driver.active():
+            functions = self._load(driver)
+            allocations: dict[int, Any] = {}
+            try:
+                pointers: dict[int, int] = {}
+                scalars: dict[int, Any] = {}
+                for position, value in enumerate(values):
+                    if isinstance(value, DeviceArray):
+                        pointers[position] = value.pointer
+                    elif isinstance(value, np.ndarray):
+                        allocations[position] = driver.alloc(value.nbytes)
+                        driver.to_device(allocations[position], value)
+                        pointers[position] = driver.pointer(allocations[position])
+                    else:
+                        scalars[position] = value
+                launches = [
+                    (functions[config.name], config, self._kernel_args(i, pointers, scalars, known))
+                    for i, config in enumerate(configs)
+                    if not config.empty
+                ]
+
+                def run_once() -> None:
+                    for function, config, args in launches:
+                        driver.launch(function, config, args)
+
+                seconds = 0.0
+                if timing is None:
+                    run_once()
+                    driver.synchronize()
+                else:
+                    seconds = self._measure(driver, run_once, *timing)
+                for position, allocation in allocations.items():
+                    driver.to_host(values[position], allocation)
+            finally:
+                for allocation in allocations.values():
+                    driver.free(allocation)
+        return seconds
+
+    @staticmethod
+    def _measure(driver: _Driver, run_once: Callable[[], None], repeat: int, number: int, warmup: int) -> float:
+        for _ in range(warmup):
+            run_once()
+        driver.synchronize()
+        start, end = driver.event(), driver.event()
+        try:
+            samples = []
+            for _ in range(repeat):
+                driver.record(start)
+                for _ in range(number):
+                    run_once()
+                driver.record(end)
+                samples.append(driver.elapsed_ms(start, end) / 1000.0 / number)
+        finally:
+            driver.destroy_event(start)
+            driver.destroy_event(end)
+        return float(statistics.median(samples))
+
+    def time(self, *args: Any, repeat: int = 10, number: int = 1, warmup: int = 1) -> float:
+        """Median seconds of one call's kernels over ``repeat`` measurements of ``number`` calls each.
+
+        Measured with CUDA events around the launches only: device buffers are allocated and
+        numpy inputs copied once, before timing; numpy buffers get the results afterwards.
+        """
+        return super().time(*args, repeat=repeat, number=number, warmup=warmup)
+
+    # ------------------------------------------------------------ artifacts
+
+    def get_source(self, fmt: str = "cuda") -> str:
+        """``"cuda"`` (or ``"cu"``): the CUDA C++ source; ``"sass"``: the cubin disassembled by cuobjdump.
+
+        The cubin itself is binary: read ``module.cubin`` or write it with ``export_library``.
+        """
+        if fmt in ("cuda", "cu"):
+            return self.source
+        if fmt == "sass":
+            return _disassemble(self.cubin)
+        if fmt == "cubin":
+            raise ValueError("the cubin is binary: read module.cubin (bytes) or write it with export_library(path)")
+        raise ValueError(f"unknown source format {fmt!r}; expected 'cuda' or 'sass'")
+
+    def export_library(self, path: str | os.PathLike[str]) -> str:
+        """Write the cubin to ``path``; returns the path.
+
+        The file holds the kernels only (``extern "C"`` names: ``[k.name for k in
+        module.kernels]``), loadable with ``cuModuleLoad`` / ``pycuda.driver.module_from_file``;
+        the launch dimensions and argument order are in ``module.kernels``.
+        """
+        destination = Path(path)
+        destination.parent.mkdir(parents=True, exist_ok=True)
+        destination.write_bytes(self.cubin)
+        return str(destination)
+
+
+def _unload_quietly(driver: _Driver, handle: Any) -> None:
+    try:
+        driver.unload(handle)
+    except Exception:  # at interpreter exit the context may already be gone
+        pass
+
+
+def _disassemble(cubin: bytes) -> str:
+    tool = shutil.which("cuobjdump")
+    if tool is None and os.environ.get("CUDA_HOME"):
+        candidate = Path(os.environ["CUDA_HOME"]) / "bin" / "cuobjdump"
+        tool = str(candidate) if candidate.exists() else None
+    if tool is None:
+        raise RuntimeError("get_source('sass') needs cuobjdump (part of the CUDA toolkit) on PATH")
+    with tempfile.TemporaryDirectory(prefix="tir_cubin_") as scratch:
+        path = Path(scratch) / "kernels.cubin"
+        path.write_bytes(cubin)
+        result = subprocess.run([tool, "-sass", str(path)], capture_output=True, text=True)
+    if result.returncode != 0:
+        raise RuntimeError(f"cuobjdump -sass failed:\n{result.stderr}")
+    return result.stdout
