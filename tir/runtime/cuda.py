@@ -39,10 +39,7 @@ import dataclasses
 import functools
 import numbers
 import os
-import shutil
 import statistics
-import subprocess
-import tempfile
 import threading
 import weakref
 from collections.abc import Callable, Iterator, Sequence
@@ -877,16 +874,6 @@ def _unload_quietly(driver: _Driver, handle: Any) -> None:
 
 
 def _disassemble(cubin: bytes) -> str:
-    tool = shutil.which("cuobjdump")
-    if tool is None and os.environ.get("CUDA_HOME"):
-        candidate = Path(os.environ["CUDA_HOME"]) / "bin" / "cuobjdump"
-        tool = str(candidate) if candidate.exists() else None
-    if tool is None:
-        raise RuntimeError("get_source('sass') needs cuobjdump (part of the CUDA toolkit) on PATH")
-    with tempfile.TemporaryDirectory(prefix="tir_cubin_") as scratch:
-        path = Path(scratch) / "kernels.cubin"
-        path.write_bytes(cubin)
-        result = subprocess.run([tool, "-sass", str(path)], capture_output=True, text=True)
-    if result.returncode != 0:
-        raise RuntimeError(f"cuobjdump -sass failed:\n{result.stderr}")
-    return result.stdout
+    from tir.codegen.cuda_compile import disassemble  # one place knows where cuobjdump lives
+
+    return disassemble(cubin)

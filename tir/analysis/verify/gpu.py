@@ -24,9 +24,10 @@ be bounded is not counted.
 
 ``intrinsic-scope``: a call of a warp-level operation (see ``register_warp_level_op``; by
 default names starting with ``wmma.``, ``mma.``, ``ldmatrix`` or ``mma_sync``) runs under
-exactly one warp's threads: it sits inside a kernel, under a ``threadIdx.x`` loop whose extent
-is the warp size (``target.warp_size``, 32 without a target), and under no ``parallel`` or
-``vectorized`` loop. ``threadIdx.y`` / ``threadIdx.z`` loops may enclose it: each of their
+exactly one warp's threads: it sits inside a kernel, either under a ``threadIdx.x`` loop whose
+extent is the warp size (``target.warp_size``, 32 without a target) or outside every
+``threadIdx.x`` loop of a kernel whose ``threadIdx.x`` extent is the warp size (then every lane
+of the warp runs it), and under no ``parallel`` or ``vectorized`` loop. ``threadIdx.y`` / ``threadIdx.z`` loops may enclose it: each of their
 values selects a different warp.
 """
 
@@ -280,6 +281,17 @@ def _check_shared_memory(kernel: Kernel, target: Target | None, out: list[Violat
 # ---------------------------------------------------------------- intrinsics
 
 
+def _kernel_lane_extent(program: Program, loops: list[For]) -> PrimExpr | None:
+    """The threadIdx.x extent of the kernel enclosing ``loops`` (None: no threadIdx.x there)."""
+    for kernel in program.kernels:
+        if any(loop is kernel.root for loop in loops):
+            for loop in kernel.thread_loops:
+                if loop.thread_tag == "threadIdx.x":
+                    return loop.extent
+            return None
+    return None
+
+
 def _check_intrinsics(program: Program, target: Target | None, out: list[Violation]) -> None:
     warp = target.warp_size if target is not None and target.is_cuda else 32
     for call, loops in program.calls:
@@ -291,7 +303,19 @@ def _check_intrinsics(program: Program, target: Target | None, out: list[Violati
         if not any(is_thread_loop(loop) for loop in loops):
             problem = "is not inside a kernel (no thread-bound loop encloses it)"
         elif not lanes:
-            problem = f"is not under a threadIdx.x loop of the warp size ({warp})"
+            # Outside every threadIdx.x loop, all threadIdx.x lanes of the launch run the call:
+            # one whole warp exactly when the kernel's threadIdx.x extent is the warp size.
+            extent = _kernel_lane_extent(program, loops)
+            if extent is None:
+                problem = (
+                    f"runs in a kernel without threadIdx.x; a warp-level operation needs the 32 lanes of one "
+                    f"warp: threadIdx.x of extent {warp} in the kernel or around the call"
+                )
+            elif _const(extent) != warp:
+                problem = (
+                    f"runs in a kernel whose threadIdx.x extent is {extent}; a warp-level operation needs "
+                    f"exactly one warp: threadIdx.x of extent {warp}"
+                )
         elif _const(lanes[-1].extent) != warp:
             problem = (
                 f"runs under threadIdx.x of extent {lanes[-1].extent}; a warp-level operation needs exactly "

@@ -248,8 +248,10 @@ class _Scopes:
         new_vars: list[Var] = []
         for match in block.match_buffers:
             self.region(match.source)
-            self.declare(match.buffer, "declared (match_buffer)")
+            # The view's shape / stride variables are defined by the match itself, so bind them
+            # before declaring the view (which checks its shape's variables as uses).
             new_vars.extend(self.shape_vars(match.buffer, define_new=True))
+            self.declare(match.buffer, "declared (match_buffer)")
             views.append(match.buffer)
         for region in (*block.reads, *block.writes):
             self.region(region)
