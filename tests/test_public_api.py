@@ -45,3 +45,14 @@ def test_interpret_writes_outputs_in_place() -> None:
     b = np.zeros(8, dtype="float32")
     assert tir.interpret(scale, a, b) is None
     np.testing.assert_array_equal(b, a * 2)
+
+
+def test_design_section_2_names_exist() -> None:
+    assert callable(tir.build) and callable(tir.analysis.verify)
+    assert callable(tir.TensorIntrin.register) and callable(tir.TensorIntrin.get)
+    sch = tir.Schedule(scale)
+    sch.get_loops(sch.get_block("B"))
+    assert isinstance(sch.mod, tir.IRModule)
+    assert "sch.get_block('B')" in sch.trace.as_python()
+    m = tir.build(scale, "llvm")
+    assert "define" in m.get_source("ll")

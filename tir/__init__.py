@@ -10,13 +10,18 @@ Public names (DESIGN section 2)::
     tir.assert_structural_equal(a, b)  # raises, naming the first mismatch
     tir.structural_hash(a)
     tir.interpret(f, *arrays)          # reference run on numpy arrays, outputs in place
+    sch = tir.Schedule(f)              # sch.mod, sch.show(), sch.trace, sch.get_block("C"), ...
+    tir.analysis.verify(f, target=None)
+    tir.TensorIntrin.register(name, desc, impl)
+    m = tir.build(f, target="llvm")    # m(*arrays), m.time(...), m.export_library(path), m.get_source()
 """
 
 from __future__ import annotations
 
-from tir import ir
+from tir import analysis, ir
 from tir.build import build
 from tir.interp import interpret
+from tir.intrin import TensorIntrin
 from tir.ir import (
     Block,
     BlockRealize,
@@ -58,6 +63,8 @@ __all__ = [
     "ScheduleError",
     "Stmt",
     "StructuralMismatch",
+    "TensorIntrin",
+    "analysis",
     "Var",
     "assert_structural_equal",
     "build",
