@@ -57,3 +57,19 @@ def f(A: T.Buffer((16, 16), "float16")):
     )
     rules = [v.rule for v in verify(func, Target.parse("cuda -arch=sm_80"))]
     assert "intrinsic-scope" in rules
+
+
+def test_fragment_loads_use_the_row_stride_of_the_compacted_shared_tile() -> None:
+    """The leading dimension passed to load_matrix_sync is the stride of the shared tile as it
+    is finally allocated (compaction shrinks B_shared to k_tile x block_tile = 32 x 64), not
+    that of the full-size buffer cache_read created (128 wide)."""
+    import re
+
+    sch = schedule_tensor_core(make_matmul_f16(128), block_tile=64, k_tile=32)
+    lowered = tir.transform.lower(sch.func, Target.parse("cuda -arch=sm_80"))
+    from tir.codegen.cuda import codegen_cuda
+
+    source = codegen_cuda(lowered, Target.parse("cuda -arch=sm_80"))
+    loads = re.findall(r"load_matrix_sync\((\w+)\[.*?\], &(\w+)\[.*?\], (\w+)\)", source)
+    strides = {src: ldm for _, src, ldm in loads}
+    assert strides == {"A_shared": "32", "B_shared": "64"}

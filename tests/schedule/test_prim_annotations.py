@@ -361,15 +361,54 @@ def test_bind_refuses_the_same_axis_below() -> None:
 
 
 def test_bind_refuses_a_reduction_iterator() -> None:
+    # Only threadIdx.x can carry a cross-thread reduction.
     sch = Schedule(matmul)
     _, _, k = _loops(sch, "C")
+    _refused(sch, lambda: sch.bind(k, "threadIdx.y"), r"bind: loop k: a reduction iterator cannot be bound to threads")
+
+
+@T.script
+def row_sum(A: T.Buffer((8, 64), "float32"), B: T.Buffer((8,), "float32")):
+    for i, k in T.grid(8, 64):
+        with T.block("B"):
+            vi, vk = T.remap("SR", i, k)
+            with T.init():
+                B[vi] = 0.0
+            B[vi] = B[vi] + A[vi, vk]
+
+
+@T.script
+def row_sum_plus_one(A: T.Buffer((8, 64), "float32"), B: T.Buffer((8,), "float32")):
+    for i, k in T.grid(8, 64):
+        with T.block("B"):
+            vi, vk = T.remap("SR", i, k)
+            with T.init():
+                B[vi] = 1.0
+            B[vi] = B[vi] + A[vi, vk]
+
+
+def test_bind_a_cross_thread_reduction(golden) -> None:  # type: ignore[no-untyped-def]
+    sch = Schedule(row_sum)
+    i, k = _loops(sch)
+    ko, ki = sch.split(k, [None, 32])
+    sch.bind(i, "blockIdx.x")
+    sch.bind(ki, "threadIdx.x")
+    assert sch.get_block_node(sch.get_block("B")).annotations == {"cross_thread_reduction": True}
+    assert tir.analysis.verify(sch.func, "cuda -arch=sm_80") == []
+    check_schedule(sch, row_sum, golden, "schedule/bind_cross_thread_reduction", llvm=False)
+
+
+def test_bind_refuses_a_reduction_whose_init_is_not_the_identity() -> None:
+    sch = Schedule(row_sum_plus_one)
+    _, k = _loops(sch)
     _refused(sch, lambda: sch.bind(k, "threadIdx.x"), r"bind: loop k: a reduction iterator cannot be bound to threads")
 
 
 _MAKE_CONCURRENT = {
     "parallel": (lambda sch, loop: sch.parallel(loop), "parallelized", "parallelize the loop"),
     "vectorize": (lambda sch, loop: sch.vectorize(loop), "vectorized", "vectorize the loop"),
-    "bind": (lambda sch, loop: sch.bind(loop, "threadIdx.x"), "bound to threads", "bind the loop"),
+    # threadIdx.y: a sum bound to threadIdx.x is a cross-thread reduction (accepted).
+    "bind": (lambda sch, loop: sch.bind(loop, "threadIdx.y"), "bound to threads", "bind the loop"),
 }
 
 

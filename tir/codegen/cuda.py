@@ -68,6 +68,31 @@ template <typename T> __device__ __forceinline__ T tir_floormod(T a, T b) {
   T r = a % b;
   return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;
 }
+
+// Asynchronous global -> shared copies (cp.async, sm_80+; a plain copy before).
+template <int N> __device__ __forceinline__ void tir_cp_async(void* dst, const void* src) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  unsigned int addr = (unsigned int)__cvta_generic_to_shared(dst);
+  if (N == 16) {
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\\n" :: "r"(addr), "l"(src) : "memory");
+  } else {
+    asm volatile("cp.async.ca.shared.global [%0], [%1], %2;\\n" :: "r"(addr), "l"(src), "n"(N) : "memory");
+  }
+#else
+  struct Chunk { char bytes[N]; };
+  *(Chunk*)dst = *(const Chunk*)src;
+#endif
+}
+__device__ __forceinline__ void tir_cp_async_commit() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  asm volatile("cp.async.commit_group;\\n" ::: "memory");
+#endif
+}
+template <int N> __device__ __forceinline__ void tir_cp_async_wait() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  asm volatile("cp.async.wait_group %0;\\n" :: "n"(N) : "memory");
+#endif
+}
 """
 
 _INT_TYPES = {8: "int8_t", 16: "int16_t", 32: "int", 64: "long long"}
@@ -475,6 +500,16 @@ class CudaFunctionCodegen:
             return self.tile_call(call)
         if op == "cuda_syncthreads":
             return "__syncthreads()"
+        if op == "ptx_cp_async":
+            dst, src, nbytes = call.args
+            return f"tir_cp_async<{self.expr(nbytes)}>({self.pointer(dst)}, {self.pointer(src)})"
+        if op == "ptx_cp_async_commit_group":
+            return "tir_cp_async_commit()"
+        if op == "ptx_cp_async_wait_group":
+            return f"tir_cp_async_wait<{self.expr(call.args[0])}>()"
+        if op == "cuda_shfl_down_sync":
+            mask, value, offset, width = (self.expr(a) for a in call.args)
+            return f"__shfl_down_sync((unsigned)({mask}), {value}, {offset}, {width})"
         if op == "if_then_else":
             c, t, f = (self.expr(a) for a in call.args)
             return f"({c} ? {t} : {f})"

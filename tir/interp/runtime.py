@@ -575,9 +575,19 @@ def tile_op(op: str, refs: list[tuple[np.ndarray, tuple[int, ...], tuple[int, in
         raise NotImplementedError(f"tile op {op}")
 
 
+def cp_async(
+    dst: np.ndarray, dst_start: tuple[int, ...], src: np.ndarray, src_start: tuple[int, ...], count: int
+) -> None:
+    """``ptx_cp_async``: copy ``count`` elements along the last axis (cp.async, completed at once)."""
+    dst_index = tuple(dst_start[:-1]) + (slice(dst_start[-1], dst_start[-1] + count),)
+    src_index = tuple(src_start[:-1]) + (slice(src_start[-1], src_start[-1] + count),)
+    dst[dst_index] = src[src_index]
+
+
 HELPERS: dict[str, Any] = {
     "np": np,
     "_tile_op": tile_op,
+    "_cp_async": cp_async,
     "math": math,
     "_bf16_round": bf16_round,
     "_bf16_from_bits": bf16_from_bits,

@@ -720,6 +720,10 @@ class Translator:
             return self.tile_op(call)
         if op == "cuda_syncthreads":
             return Code("None")  # thread-bound loops run in order: nothing to wait for
+        if op in ("ptx_cp_async_commit_group", "ptx_cp_async_wait_group"):
+            return Code("None")  # cp.async copies complete at once here
+        if op == "ptx_cp_async":
+            return self.cp_async(call)
         if op == "if_then_else":
             return self.if_then_else(call)
         if op in ("call_llvm_intrin", "call_llvm_pure_intrin", "call_extern"):
@@ -780,6 +784,17 @@ class Translator:
         if self.lane_vars:
             text = f"({text} if {self.lane_vars[-1]} == 0 else None)"
         return Code(text)
+
+    def cp_async(self, call: Call) -> Code:
+        """``ptx_cp_async(dst[..], src[..], bytes)``: a plain copy of the contiguous elements."""
+        dst, src, nbytes = call.args
+        assert isinstance(dst, BufferLoad) and isinstance(src, BufferLoad) and isinstance(nbytes, IntImm)
+        count = nbytes.value * 8 // dst.buffer.dtype.bits
+        refs = []
+        for ref in (dst, src):
+            index = self.tuple_text(self.expr(i).text for i in ref.indices)
+            refs.append(f"{self.buffer_name(ref.buffer)}, {index}")
+        return Code(f"_cp_async({refs[0]}, {refs[1]}, {count})")
 
     def if_then_else(self, call: Call) -> Code:
         c, t, f = (self.expr(arg) for arg in call.args)

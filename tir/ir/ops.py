@@ -84,6 +84,16 @@ register_op(
     )
 )
 register_op(OpInfo("tir.address_of", 1, 1, "explicit", doc="the address of a buffer element: (B[i],)"))
+register_op(
+    OpInfo(
+        "tir.buffer_stride",
+        2,
+        2,
+        "explicit",
+        doc="the stride (in elements) of dimension D of buffer B, as laid out after allocation "
+        "compaction: (B[0, ...], D); flatten_buffers replaces it by the number",
+    )
+)
 
 # ---------------------------------------------------------------- CUDA: barriers and warp-level tile ops
 #
@@ -95,6 +105,17 @@ register_op(OpInfo("tir.address_of", 1, 1, "explicit", doc="the address of a buf
 # Lowering passes ask ``tile_accesses`` which elements each reference really touches.
 
 register_op(OpInfo("cuda_syncthreads", 0, 0, "explicit", pure=False, doc="__syncthreads(): a block-wide barrier"))
+register_op(
+    OpInfo(
+        "cuda_shfl_down_sync",
+        4,
+        4,
+        "explicit",
+        pure=False,
+        doc="(mask, value, offset, width): __shfl_down_sync, the value of lane + offset in the warp; warp-level "
+        "(every lane of mask runs it), no interpreter semantics (lower_cross_thread_reduction)",
+    )
+)
 register_op(
     OpInfo("wmma_fill_fragment", 2, 2, "explicit", pure=False, doc="(frag[i, j], value): fill a 16x16 fragment")
 )
@@ -195,3 +216,35 @@ def tile_accesses(call: object) -> list[tuple[int, tuple[int, int]]]:
         tile = FRAGMENT_TILES.get(fragment.buffer.scope, (16, 16))
         out.append((position, tile))
     return out
+
+
+# ---------------------------------------------------------------- CUDA: asynchronous copies (sm_80+)
+#
+# Emitted by tir.transform.software_pipeline. ``ptx_cp_async(dst[..], src[..], bytes)`` copies
+# ``bytes`` contiguous bytes from a global element to a shared one (the loads are references,
+# never evaluated); it completes only at a ``ptx_cp_async_wait_group``. The interpreter runs it
+# as a plain copy and the commit / wait ops as nothing.
+
+register_op(
+    OpInfo(
+        "ptx_cp_async",
+        3,
+        3,
+        "explicit",
+        pure=False,
+        doc="(dst[..], src[..], bytes): cp.async of 4, 8 or 16 bytes from global src to shared dst",
+    )
+)
+register_op(
+    OpInfo("ptx_cp_async_commit_group", 0, 0, "explicit", pure=False, doc="cp.async.commit_group: close a group")
+)
+register_op(
+    OpInfo(
+        "ptx_cp_async_wait_group",
+        1,
+        1,
+        "explicit",
+        pure=False,
+        doc="(n,): cp.async.wait_group n: wait until at most n committed groups are outstanding",
+    )
+)

@@ -15,6 +15,7 @@
 
 For a CUDA target (``Target.parse("cuda -arch=sm_80")``) the GPU pipeline runs instead::
 
+    lower_cross_thread_reduction  cross_thread_reduction blocks -> warp shuffles (+ shared memory)
     lower_init, convert_blocks_to_loops, compact_allocations, plan_allocations
     flatten_buffers            warp fragments (wmma.*, m16n8k16.*) keep their tile shapes
     unroll_loops
@@ -42,6 +43,7 @@ from tir.transform.compact_allocations import compact_allocations
 from tir.transform.convert_blocks import convert_blocks_to_loops
 from tir.transform.flatten_buffers import flatten_buffers
 from tir.transform.insert_syncthreads import insert_syncthreads
+from tir.transform.lower_cross_thread_reduction import lower_cross_thread_reduction
 from tir.transform.lower_init import lower_init
 from tir.transform.plan_allocations import plan_allocations
 from tir.transform.simplify import simplify
@@ -84,9 +86,11 @@ PASS_NAMES = (
 
 #: The GPU (CUDA) pipeline, in order.
 GPU_PASS_NAMES = (
+    "lower_cross_thread_reduction",
     "lower_init",
     "convert_blocks_to_loops",
     "compact_allocations",
+    "inject_software_pipeline",
     "plan_allocations",
     "flatten_buffers",
     "unroll_loops",
@@ -152,9 +156,16 @@ def passes(target: Target | None = None) -> list[tuple[str, ModulePass]]:
 def gpu_passes(target: Target) -> list[tuple[str, ModulePass]]:
     """The GPU pipeline (``GPU_PASS_NAMES``): kernels split from the host, barriers inserted."""
     return [
+        ("lower_cross_thread_reduction", _module_pass(lower_cross_thread_reduction)),
         ("lower_init", _module_pass(lower_init)),
         ("convert_blocks_to_loops", _module_pass(convert_blocks_to_loops)),
         ("compact_allocations", _module_pass(compact_allocations)),
+        (
+            "inject_software_pipeline",
+            _module_pass(
+                importlib.import_module("tir.transform.software_pipeline").inject_software_pipeline, target=target
+            ),
+        ),
         ("plan_allocations", _module_pass(plan_allocations)),
         ("flatten_buffers", _module_pass(flatten_buffers, keep_scopes=FRAGMENT_SCOPES)),
         ("unroll_loops", _module_pass(unroll_loops)),

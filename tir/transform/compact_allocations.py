@@ -64,6 +64,7 @@ from tir.ir import (
 )
 from tir.ir.ops import tile_accesses
 from tir.transform._common import uses_buffer
+from tir.transform.convert_blocks import STRIDE_OP
 
 __all__ = ["compact_allocations"]
 
@@ -98,6 +99,8 @@ class _CollectAccesses(IRVisitor):
         self.generic_visit(store)
 
     def visit_Call(self, call: Call) -> None:
+        if call.op == STRIDE_OP:
+            return  # names the buffer's layout; touches no element
         # A CUDA tile op's reference ``B[r, c]`` touches a whole tile from there: record its
         # first and last elements, so the hull covers the tile; a reference the op only
         # writes (the target of a fill or load) is a store, not a load.

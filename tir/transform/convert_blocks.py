@@ -38,6 +38,7 @@ from tir.ir import (
     BufferLoad,
     BufferRegion,
     BufferStore,
+    Call,
     IfThenElse,
     IntImm,
     IRMutator,
@@ -52,7 +53,20 @@ from tir.ir import (
 from tir.transform._common import LoweringError, cast_to, widest_int
 from tir.transform.lower_init import lower_block_init
 
-__all__ = ["convert_blocks_to_loops", "row_major_strides"]
+__all__ = ["STRIDE_OP", "convert_blocks_to_loops", "deferred_strides", "row_major_strides"]
+
+
+STRIDE_OP = "tir.buffer_stride"
+
+
+def deferred_strides(buffer: Buffer) -> tuple[PrimExpr, ...]:
+    """``tir.buffer_stride(B[0, ...], d)`` for every dimension: the stride of ``buffer`` as it
+    will be laid out, which ``flatten_buffers`` resolves (see ``resolve_strides``)."""
+    zeros = tuple(IntImm(0, extent.dtype) for extent in buffer.shape)
+    return tuple(
+        Call(extent.dtype, STRIDE_OP, (BufferLoad(buffer, zeros), IntImm(dim, "int32")))
+        for dim, extent in enumerate(buffer.shape)
+    )
 
 
 def row_major_strides(buffer: Buffer) -> tuple[PrimExpr, ...]:
@@ -151,7 +165,9 @@ def _pair_dimensions(match: MatchBufferRegion, block: Block) -> tuple[dict[int, 
                 f"with extents {tuple(str(rng.extent) for rng in region)}"
             )
     # Strides and the element offset the view declares as variables take the source's values.
-    source_strides = row_major_strides(match.source.buffer)
+    # A source without explicit strides may still shrink (compact_allocations runs after this
+    # pass), so its strides are named symbolically and resolved when buffers are flattened.
+    source_strides = match.source.buffer.strides or deferred_strides(match.source.buffer)
     if view.strides:
         for view_dim, stride in enumerate(view.strides):
             if isinstance(stride, Var) and view_dim in pairs:

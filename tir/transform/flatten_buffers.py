@@ -28,6 +28,8 @@ from tir.ir import (
     Buffer,
     BufferLoad,
     BufferStore,
+    Call,
+    Cast,
     IntImm,
     IRMutator,
     PrimExpr,
@@ -36,7 +38,7 @@ from tir.ir import (
     Stmt,
 )
 from tir.transform._common import LoweringError, cast_to, widest_int
-from tir.transform.convert_blocks import row_major_strides
+from tir.transform.convert_blocks import STRIDE_OP, row_major_strides
 
 __all__ = ["flat_index", "flatten_buffers"]
 
@@ -150,6 +152,19 @@ class _Flatten(IRMutator):
         return store.replace(buffer=self.flat_buffer(store.buffer), indices=self.index(store.buffer, store.indices))
 
 
+class _ResolveStrides(IRMutator):
+    """``tir.buffer_stride(B[...], d)`` (left by convert_blocks_to_loops for match_buffer views)
+    becomes the stride of ``B`` as it is laid out now, after allocations were compacted."""
+
+    def visit_Call(self, call: Call) -> PrimExpr:
+        if call.op != STRIDE_OP:
+            return self.generic_visit(call)  # type: ignore[return-value]
+        load, dim = call.args
+        assert isinstance(load, BufferLoad) and isinstance(dim, IntImm)
+        stride = row_major_strides(load.buffer)[dim.value]
+        return stride if stride.dtype == call.dtype else Cast(call.dtype, stride)
+
+
 def flatten_buffers(func: PrimFunc, keep_scopes: tuple[str, ...] = ()) -> PrimFunc:
     """Make every buffer 1-D (see the module docstring).
 
@@ -158,7 +173,7 @@ def flatten_buffers(func: PrimFunc, keep_scopes: tuple[str, ...] = ()) -> PrimFu
     """
     mutator = _Flatten(keep_scopes)
     params = tuple(mutator.flat_buffer(p) if isinstance(p, Buffer) else p for p in func.params)
-    body = mutator.visit(func.body)
+    body = mutator.visit(_ResolveStrides().visit(func.body))
     attrs = func.attrs
     if "param_shapes" not in attrs:
         shapes = tuple(p.shape if isinstance(p, Buffer) else None for p in func.params)

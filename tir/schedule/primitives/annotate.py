@@ -52,6 +52,7 @@ from tir.schedule.primitives._loops_util import (
     loop_header,
     uses_any,
 )
+from tir.schedule.primitives._reduction_util import ReductionShape, init_stores
 from tir.schedule.tree import TreeIndex, child_stmts, replace_stmt
 
 _VERB = {
@@ -454,9 +455,13 @@ def bind(func: PrimFunc, loop_var: Var, thread_axis: str) -> PrimFunc:
 
     Preconditions: ``thread_axis`` is one of ``tir.ir.stmt.THREAD_TAGS``; the loop is serial
     (or already bound to that axis: nothing changes); no loop above or below it is bound to the
-    same axis; no block under it binds a reduction or opaque iterator to it (cross-thread
-    reductions are not supported); no statement under it is outside every block; blocks under
-    it that share a buffer one of them writes touch disjoint parts of it in different iterations.
+    same axis; no block under it binds a reduction or opaque iterator to it; no statement under
+    it is outside every block; blocks under it that share a buffer one of them writes touch
+    disjoint parts of it in different iterations. Exception, a cross-thread reduction: a loop
+    bound to ``threadIdx.x`` that holds exactly one block, a sum / product / max / min
+    reduction with an identity init whose reduce iterators (only) the loop drives, is accepted,
+    and the block is annotated ``{"cross_thread_reduction": True}``; GPU lowering combines the
+    threads' partial values with warp shuffles (``lower_cross_thread_reduction``).
 
     Before (``bind(i, "blockIdx.x")``, ``bind(j, "threadIdx.x")``)::
 
@@ -491,8 +496,63 @@ def bind(func: PrimFunc, loop_var: Var, thread_axis: str) -> PrimFunc:
                 f"loop {other.loop_var.name} {where} it is already bound to {thread_axis}",
                 loop_header(other),
             )
-    _check_independent(index, loop, ForKind.THREAD_BINDING, "bind")
-    return _set_kind(func, index, loop, ForKind.THREAD_BINDING, thread_axis)
+    reduction = _cross_thread_reduction(loop, thread_axis)
+    if reduction is None:
+        _check_independent(index, loop, ForKind.THREAD_BINDING, "bind")
+    func = _set_kind(func, index, loop, ForKind.THREAD_BINDING, thread_axis)
+    if reduction is None:
+        return func
+    index = TreeIndex(func)
+    realize = index.blocks[reduction]
+    annotations = {**realize.block.annotations, "cross_thread_reduction": True}
+    return _with_annotations(index, realize, annotations)
+
+
+def _cross_thread_reduction(loop: For, thread_axis: str) -> str | None:
+    """The name of the block whose reduction ``loop`` may drive across threads, or None.
+
+    That is the case when ``thread_axis`` is ``threadIdx.x``, the loop holds exactly one block
+    and nothing else, the block is a sum / product / max / min reduction with an identity init
+    (``ReductionShape`` and ``match_reduction``), and the loop drives its reduce iterators only;
+    lowering then combines the threads' partial values with warp shuffles
+    (``tir.transform.lower_cross_thread_reduction``).
+    """
+    from tir.transform.lower_cross_thread_reduction import match_reduction
+
+    if thread_axis != "threadIdx.x":
+        return None
+    try:
+        sites = collect_block_sites(loop.body, [loop.loop_var], "bind", loop_target(loop), "")
+    except ScheduleError:
+        return None
+    if len(sites) != 1:
+        return None
+    realize = sites[0].realize
+    block = realize.block
+    index = _SubtreeIndex(loop, realize, sites[0].inner_loops)
+    shape = ReductionShape("bind", index, realize)  # type: ignore[arg-type]
+    try:
+        check_iterator_kinds(
+            sites, [loop.loop_var], frozenset({IterKind.SPATIAL, IterKind.REDUCE}), "bind", "", lambda kind: ""
+        )
+        shape.check_kinds()
+        shape.check_outputs(shape.check_init_stores(init_stores(block)))
+    except ScheduleError:
+        return None
+    if loop.loop_var in shape.spatial_loop_vars or match_reduction(block) is None:
+        return None
+    return block.name
+
+
+class _SubtreeIndex:
+    """What ``ReductionShape`` asks of a TreeIndex: the loops above a block, ``loop`` included."""
+
+    def __init__(self, loop: For, realize: BlockRealize, inner: list[For]) -> None:
+        self._loops = [loop, *inner]
+        self._realize = realize
+
+    def loops_above(self, realize: BlockRealize) -> list[For]:
+        return list(self._loops)
 
 
 # ---------------------------------------------------------------- annotations
