@@ -46,7 +46,9 @@ class Buffer(Node):
 
     ``strides`` empty means compact row-major. ``elem_offset`` is the offset of element 0
     in elements. ``align`` is the byte alignment of the data pointer (0: the default),
-    ``offset_factor`` the factor ``elem_offset`` is a multiple of.
+    ``offset_factor`` the factor ``elem_offset`` is a multiple of. ``dim_align`` records the
+    ``(axis, factor, offset)`` padding rules ``storage_align`` gave the strides, so that
+    lowering can recompute them when it shrinks the buffer (not printed; a parsed buffer has none).
     """
 
     name: str
@@ -57,6 +59,7 @@ class Buffer(Node):
     elem_offset: PrimExpr | None = None
     align: int = 0
     offset_factor: int = 1
+    dim_align: tuple[tuple[int, int, int], ...] = ()
 
     def __post_init__(self) -> None:
         if not isinstance(self.dtype, DataType):

@@ -6,7 +6,21 @@ from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
 from tir.arith import simplify
-from tir.ir import BlockRealize, For, IRMutator, PrimExpr, Range, Stmt, Var, substitute
+from tir.ir import (
+    Block,
+    BlockRealize,
+    Buffer,
+    For,
+    IRMutator,
+    IRVisitor,
+    PrimExpr,
+    PrimFunc,
+    Range,
+    SeqStmt,
+    Stmt,
+    Var,
+    substitute,
+)
 from tir.schedule.errors import ScheduleError
 from tir.schedule.tree import TreeIndex
 
@@ -87,3 +101,55 @@ def doc_from(pure_function: Callable[..., Any]) -> Callable[[F], F]:
         return method
 
     return decorate
+
+
+# ---------------------------------------------------------------- blocks, names and scopes
+
+
+def find_block(index: TreeIndex, name: str, primitive: str) -> BlockRealize:
+    realize = index.blocks.get(name)
+    if realize is None:
+        raise ScheduleError(primitive, f"block {name!r}", "no such block")
+    return realize
+
+
+def buffer_names(func: PrimFunc) -> set[str]:
+    """Names of every buffer of ``func``: parameters, allocations, match_buffer views."""
+    names = {param.name for param in func.params if isinstance(param, Buffer)}
+
+    class Collect(IRVisitor):
+        def visit_Block(self, block: Block) -> None:
+            names.update(buffer.name for buffer in block.alloc_buffers)
+            names.update(match.buffer.name for match in block.match_buffers)
+            self.generic_visit(block)
+
+    Collect().visit(func.body)
+    return names
+
+
+def unique_name(base: str, taken: set[str]) -> str:
+    """``base``, or ``base_1``, ``base_2``, ... : the first not in ``taken``."""
+    if base not in taken:
+        return base
+    k = 1
+    while f"{base}_{k}" in taken:
+        k += 1
+    return f"{base}_{k}"
+
+
+def body_stmts(block: Block) -> list[Stmt]:
+    return list(block.body.stmts) if isinstance(block.body, SeqStmt) else [block.body]
+
+
+def top_position(index: TreeIndex, scope: BlockRealize, stmt: Stmt) -> int | None:
+    """Which top-level statement of ``scope``'s body holds ``stmt`` (None: it is in the init)."""
+    chain = [stmt, *index.ancestors(stmt)]
+    at = next(k for k, node in enumerate(chain) if node is scope.block)
+    below = chain[at - 1]
+    if below is not scope.block.body:
+        return None
+    body = scope.block.body
+    if not isinstance(body, SeqStmt):
+        return 0
+    top = chain[at - 2]
+    return next(k for k, item in enumerate(body.stmts) if item is top)

@@ -44,7 +44,14 @@ from tir.ir import (
 )
 from tir.schedule.errors import ScheduleError
 from tir.schedule.index_map import IndexMap
-from tir.schedule.primitives._common import block_target
+from tir.schedule.primitives._common import (  # noqa: F401  (re-exported for layout.py)
+    block_target,
+    body_stmts,
+    buffer_names,
+    find_block,
+    top_position,
+    unique_name,
+)
 from tir.schedule.tree import TreeIndex
 
 #: Largest number of points an index map is enumerated over when iter_map cannot decide it.
@@ -52,13 +59,6 @@ ENUMERATION_LIMIT = 1 << 16
 
 
 # ---------------------------------------------------------------- blocks, scopes, buffers
-
-
-def find_block(index: TreeIndex, name: str, primitive: str) -> BlockRealize:
-    realize = index.blocks.get(name)
-    if realize is None:
-        raise ScheduleError(primitive, f"block {name!r}", "no such block")
-    return realize
 
 
 def scope_of(index: TreeIndex, realize: BlockRealize, primitive: str) -> BlockRealize:
@@ -119,29 +119,6 @@ def normalize_buffer_arg(realize: BlockRealize, buffer: Any, primitive: str) -> 
     )
 
 
-def buffer_names(func: PrimFunc) -> set[str]:
-    """Names of every buffer of ``func``: parameters, allocations, match_buffer views."""
-    names = {param.name for param in func.params if isinstance(param, Buffer)}
-
-    class Collect(IRVisitor):
-        def visit_Block(self, block: Block) -> None:
-            names.update(buffer.name for buffer in block.alloc_buffers)
-            names.update(match.buffer.name for match in block.match_buffers)
-            self.generic_visit(block)
-
-    Collect().visit(func.body)
-    return names
-
-
-def unique_name(base: str, taken: set[str]) -> str:
-    if base not in taken:
-        return base
-    k = 1
-    while f"{base}_{k}" in taken:
-        k += 1
-    return f"{base}_{k}"
-
-
 def allocating_block(func: PrimFunc, buffer: Buffer) -> Block | None:
     """The block that allocates ``buffer`` (None for parameters and unknown buffers)."""
     found: list[Block] = []
@@ -166,24 +143,6 @@ def defined_in_scope(func: PrimFunc, index: TreeIndex, scope: BlockRealize, buff
         ):
             return True
     return False
-
-
-def body_stmts(block: Block) -> list[Stmt]:
-    return list(block.body.stmts) if isinstance(block.body, SeqStmt) else [block.body]
-
-
-def top_position(index: TreeIndex, scope: BlockRealize, stmt: Stmt) -> int | None:
-    """Which top-level statement of ``scope``'s body holds ``stmt`` (None: it is in the init)."""
-    chain = [stmt, *index.ancestors(stmt)]
-    at = next(k for k, node in enumerate(chain) if node is scope.block)
-    below = chain[at - 1]
-    if below is not scope.block.body:
-        return None
-    body = scope.block.body
-    if not isinstance(body, SeqStmt):
-        return 0
-    top = chain[at - 2]
-    return next(k for k, item in enumerate(body.stmts) if item is top)
 
 
 def path_to_scope(index: TreeIndex, realize: BlockRealize, scope: BlockRealize) -> list[Stmt]:

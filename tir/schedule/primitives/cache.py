@@ -52,17 +52,18 @@ from tir.ir import (
 from tir.ir.stmt import seq
 from tir.schedule.errors import ScheduleError
 from tir.schedule.handles import BlockRV
-from tir.schedule.primitives._common import block_target, doc_from
+from tir.schedule.primitives._common import (
+    block_target,
+    body_stmts,
+    buffer_names,
+    doc_from,
+    find_block,
+    top_position,
+    unique_name,
+)
 from tir.schedule.tree import TreeIndex, replace_stmt
 
 # ---------------------------------------------------------------- shared helpers
-
-
-def _find_block(index: TreeIndex, name: str, primitive: str) -> BlockRealize:
-    realize = index.blocks.get(name)
-    if realize is None:
-        raise ScheduleError(primitive, f"block {name!r}", "no such block")
-    return realize
 
 
 def _check_scope(primitive: str, target: str, scope: str) -> None:
@@ -89,29 +90,6 @@ def _sanitize(name: str) -> str:
     return re.sub(r"\W", "_", name)
 
 
-def _unique(base: str, taken: set[str]) -> str:
-    if base not in taken:
-        return base
-    k = 1
-    while f"{base}_{k}" in taken:
-        k += 1
-    return f"{base}_{k}"
-
-
-def _buffer_names(func: PrimFunc) -> set[str]:
-    """Names of every buffer of ``func``: parameters, allocations, match_buffer views."""
-    names = {param.name for param in func.params if isinstance(param, Buffer)}
-
-    class Collect(IRVisitor):
-        def visit_Block(self, block: Block) -> None:
-            names.update(buffer.name for buffer in block.alloc_buffers)
-            names.update(match.buffer.name for match in block.match_buffers)
-            self.generic_visit(block)
-
-    Collect().visit(func.body)
-    return names
-
-
 class _ReplaceBuffers(IRMutator):
     """Every reference to a buffer of ``buffer_map`` (loads, stores, regions, allocations,
     match_buffer sources) refers to its replacement instead."""
@@ -136,24 +114,6 @@ class _ReplaceRealizes(IRMutator):
         rebuilt = self.generic_visit(realize)
         assert isinstance(rebuilt, Stmt)
         return rebuilt
-
-
-def _body_stmts(block: Block) -> list[Stmt]:
-    return list(block.body.stmts) if isinstance(block.body, SeqStmt) else [block.body]
-
-
-def _top_position(index: TreeIndex, scope: BlockRealize, stmt: Stmt) -> int | None:
-    """Which top-level statement of ``scope``'s body holds ``stmt`` (None: it is in the init)."""
-    chain = [stmt, *index.ancestors(stmt)]
-    at = next(k for k, node in enumerate(chain) if node is scope.block)
-    below = chain[at - 1]
-    if below is not scope.block.body:
-        return None
-    body = scope.block.body
-    if not isinstance(body, SeqStmt):
-        return 0
-    top = chain[at - 2]
-    return next(k for k, item in enumerate(body.stmts) if item is top)
 
 
 def _check_visible(
@@ -283,7 +243,7 @@ def _copy_nest(name: str, source: Buffer, target: Buffer, region: Sequence[Range
 
 def _cache_buffer_and_block_names(func: PrimFunc, index: TreeIndex, buffer: Buffer, scope: str) -> tuple[str, str]:
     base = _sanitize(f"{buffer.name}_{scope}")
-    return _unique(base, _buffer_names(func)), _unique(base, set(index.blocks))
+    return unique_name(base, buffer_names(func)), unique_name(base, set(index.blocks))
 
 
 def _outer_analyzer(index: TreeIndex, scope: BlockRealize) -> Analyzer:
@@ -360,7 +320,7 @@ def cache_read(
     """
     primitive = "cache_read"
     index = TreeIndex(func)
-    realize = _find_block(index, block_name, primitive)
+    realize = find_block(index, block_name, primitive)
     target = block_target(realize)
     buffer = _region_buffer(primitive, realize, "reads", read_buffer_index)
     _check_scope(primitive, target, storage_scope)
@@ -369,7 +329,7 @@ def cache_read(
         raise ScheduleError(primitive, target, "consumer_blocks is empty; name at least one block")
     consumers = []
     for name in names:
-        consumer = _find_block(index, name, primitive)
+        consumer = find_block(index, name, primitive)
         if not any(region.buffer is buffer for region in consumer.block.reads):
             raise ScheduleError(
                 primitive,
@@ -396,7 +356,7 @@ def cache_read(
                 f"consumer blocks must be in one block scope; {consumer.block.name!r} is not in "
                 f"{scope.block.name!r}, where {consumers[0].block.name!r} is",
             )
-    positions = [_top_position(index, scope, consumer) for consumer in consumers]
+    positions = [top_position(index, scope, consumer) for consumer in consumers]
     for consumer, position in zip(consumers, positions):
         if position is None:
             raise ScheduleError(
@@ -404,7 +364,7 @@ def cache_read(
             )
     _check_visible(func, index, scope, buffer, primitive, target)
     first, last = min(positions), max(positions)  # type: ignore[type-var]
-    stmts = _body_stmts(scope.block)
+    stmts = body_stmts(scope.block)
     assert first is not None and last is not None
     for stmt in stmts[first : last + 1]:
         if _accesses(stmt, buffer).writes:
@@ -543,7 +503,7 @@ def cache_write(func: PrimFunc, block_name: str, write_buffer_index: int, storag
     """
     primitive = "cache_write"
     index = TreeIndex(func)
-    realize = _find_block(index, block_name, primitive)
+    realize = find_block(index, block_name, primitive)
     target = block_target(realize)
     block = realize.block
     buffer = _region_buffer(primitive, realize, "writes", write_buffer_index)
@@ -551,7 +511,7 @@ def cache_write(func: PrimFunc, block_name: str, write_buffer_index: int, storag
     scope = index.scope_block(realize)
     if scope is None:
         raise ScheduleError(primitive, target, "the root block has no scope to put the copy in")
-    position = _top_position(index, scope, realize)
+    position = top_position(index, scope, realize)
     if position is None:
         raise ScheduleError(primitive, target, f"the block is inside the init of {scope.block.name!r}")
     _check_visible(func, index, scope, buffer, primitive, target)
@@ -603,7 +563,7 @@ def cache_write(func: PrimFunc, block_name: str, write_buffer_index: int, storag
             block.init,
         )
     copy_region = _written_box(index, scope, realize, region, primitive, by_init is True)
-    stmts = _body_stmts(scope.block)
+    stmts = body_stmts(scope.block)
     others = _accesses(stmts[position], buffer, skip=frozenset({id(realize)}))
     if others.reads or others.writes:
         raise ScheduleError(
@@ -853,7 +813,7 @@ def _cap(
 
 def _allocated_buffer(func: PrimFunc, index: TreeIndex, block_name: str, buffer_index: int, primitive: str) -> Buffer:
     """The buffer ``block.writes[buffer_index]``, which a block must allocate."""
-    realize = _find_block(index, block_name, primitive)
+    realize = find_block(index, block_name, primitive)
     buffer = _region_buffer(primitive, realize, "writes", buffer_index)
     target = block_target(realize)
     if any(param is buffer for param in func.params):
@@ -983,7 +943,9 @@ def storage_align(func: PrimFunc, block_name: str, buffer_index: int, axis: int,
                 )
     if all(a is b for a, b in zip(new, old)) and buffer.strides:
         return func
-    return _replace_buffer(func, buffer, buffer.replace(strides=tuple(new)))
+    # Recorded so that lowering can redo the padding when it shrinks the buffer.
+    rules = (*(rule for rule in buffer.dim_align if rule[0] != axis), (axis, factor, offset))
+    return _replace_buffer(func, buffer, buffer.replace(strides=tuple(new), dim_align=rules))
 
 
 def _strides_of(buffer: Buffer) -> list[PrimExpr]:

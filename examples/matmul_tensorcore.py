@@ -1,0 +1,174 @@
+"""A hand-scheduled float16 Tensor Core matmul (float32 accumulation) for NVIDIA GPUs.
+
+``C[i, j] = sum_k A[i, k] * B[k, j]`` with float16 ``A`` and ``B`` and a float32 ``C``,
+scheduled by hand in the classic way:
+
+- each thread block computes a 64 x 64 tile of ``C`` (``blockIdx.y`` / ``blockIdx.x``) with
+  2 x 2 warps (``threadIdx.z`` / ``threadIdx.y``), each warp 2 x 2 WMMA 16 x 16 tiles;
+- ``A`` and ``B`` tiles of 32 along k are staged in shared memory by all 128 threads, 8
+  float16 (16 bytes) per thread and copy (``storage_align`` padding is left out for now: see
+  ``schedule_matmul``), then loaded into WMMA fragments and multiplied with ``mma_sync``;
+- the k loop is software-pipelined (``software_pipeline_stage = [0, 0, 1]``): the copies of
+  the next k tile run while the current one is multiplied, into double-buffered shared memory,
+  with ``cp.async`` on sm_80 and newer.
+
+``KERNEL`` is the schedule at 128^3 (the interpreter runs its thread-bound loops in order and
+the WMMA ops on plain arrays). ``python examples/matmul_tensorcore.py`` builds the 4096^3
+kernel for ``cuda -arch=sm_80``, prints the size of its CUDA source and the number of HMMA
+instructions in its SASS, and, where a GPU is present, runs it against numpy.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from _common import run_and_check
+
+import tir
+import tir.intrin.cuda as I
+import tir.script as T
+from tir.schedule import Schedule
+
+#: The target this example is scheduled for (tests honour it instead of the host CPU).
+TARGET = "cuda -arch=sm_80"
+
+BLOCK_TILE = 64  # rows and columns of C per thread block
+K_TILE = 32  # k extent of one shared-memory stage
+VECTOR = 8  # float16 elements per thread and copy: 16 bytes, one cp.async
+PAD = 8  # storage_align offset: rows of 32 + 8 halves = 80 bytes, off the 128-byte bank period
+
+
+def make_matmul(n: int) -> tir.PrimFunc:
+    """The unscheduled ``n`` x ``n`` x ``n`` float16 matmul with float32 accumulation."""
+
+    @T.script
+    def matmul(A: T.Buffer((n, n), "float16"), B: T.Buffer((n, n), "float16"), C: T.Buffer((n, n), "float32")):
+        for i, j, k in T.grid(n, n, n):
+            with T.block("C"):
+                vi, vj, vk = T.remap("SSR", i, j, k)
+                with T.init():
+                    C[vi, vj] = T.cast(0, "float32")
+                C[vi, vj] = C[vi, vj] + T.cast(A[vi, vk], "float32") * T.cast(B[vk, vj], "float32")
+
+    return matmul
+
+
+def _cooperative_fetch(sch: Schedule, block: object) -> None:
+    """Spread a shared-memory copy over the block's 2 x 2 x 32 threads, 8 elements per copy."""
+    loops = sch.get_loops(block)
+    fused = sch.fuse(*loops[-2:])
+    _, tz, ty, tx, vec = sch.split(fused, [None, 2, 2, 32, VECTOR])
+    sch.bind(tz, "threadIdx.z")
+    sch.bind(ty, "threadIdx.y")
+    sch.bind(tx, "threadIdx.x")
+    sch.vectorize(vec)
+
+
+def schedule_matmul(func: tir.PrimFunc) -> Schedule:
+    """Tile, stage in shared memory, tensorize with WMMA and pipeline the k loop (module docstring)."""
+    sch = Schedule(func)
+    block = sch.get_block("C")
+    c_frag = sch.cache_write(block, 0, "wmma.accumulator")
+    a_shared = sch.cache_read(block, 1, "shared")
+    b_shared = sch.cache_read(block, 2, "shared")
+    a_frag = sch.cache_read(block, 1, "wmma.matrix_a")
+    b_frag = sch.cache_read(block, 2, "wmma.matrix_b")
+
+    warp_tile = BLOCK_TILE // 2
+    i, j, k = sch.get_loops(block)
+    bi, wi, ti, ii = sch.split(i, [None, 2, warp_tile // 16, 16])
+    bj, wj, tj, jj = sch.split(j, [None, 2, warp_tile // 16, 16])
+    ko, ki, kk = sch.split(k, [None, K_TILE // 16, 16])
+    # The warp loops sit inside ko, so the shared-memory copies at ko use every thread.
+    sch.reorder(bi, bj, ko, wi, wj, ki, ti, tj, ii, jj, kk)
+    sch.bind(bi, "blockIdx.y")
+    sch.bind(bj, "blockIdx.x")
+    sch.bind(wi, "threadIdx.z")
+    sch.bind(wj, "threadIdx.y")
+
+    sch.reverse_compute_at(c_frag, bj)
+    ci, cj = sch.get_loops(c_frag)[-2:]
+    cwi, ci0, ci1 = sch.split(ci, [2, None, 16])
+    cwj, cj0, cj1 = sch.split(cj, [2, None, 16])
+    sch.reorder(cwi, cwj, ci0, cj0, ci1, cj1)
+    sch.bind(cwi, "threadIdx.z")
+    sch.bind(cwj, "threadIdx.y")
+    sch.tensorize(ci1, I.WMMA_STORE_F32_GLOBAL)
+
+    sch.compute_at(a_frag, ki)
+    sch.compute_at(b_frag, ki)
+    sch.compute_at(a_shared, ko)
+    sch.compute_at(b_shared, ko)
+    for cached in (a_shared, b_shared):
+        # storage_align(cached, 0, axis=0, factor=64, offset=PAD) belongs here, but a shared
+        # buffer with explicit strides is not moved into the k loop by compact_allocations
+        # (it stays outside the kernel, which split_host_device refuses): left out until then.
+        _cooperative_fetch(sch, cached)
+    ai, _ = sch.get_loops(a_frag)[-2:]
+    _, ai1 = sch.split(ai, [None, 16])
+    sch.tensorize(ai1, I.WMMA_LOAD_A)
+    bk, bjl = sch.get_loops(b_frag)[-2:]
+    bj0, _ = sch.split(bjl, [None, 16])
+    sch.reorder(bj0, bk)
+    sch.tensorize(bk, I.WMMA_LOAD_B)
+
+    init = sch.decompose_reduction(block, ko)
+    sch.tensorize(ii, I.WMMA_SYNC_F16F16F32)
+    sch.tensorize(sch.get_loops(init)[-2], I.WMMA_FILL_F32)
+
+    # Copy k tile ko + 1 (stage 0: A, B) while tile ko is multiplied (stage 1).
+    sch.annotate(ko, "software_pipeline_stage", [0, 0, 1])
+    sch.annotate(ko, "software_pipeline_order", [0, 1, 2])
+    return sch
+
+
+#: The schedule at 128^3, the size the tests run in the interpreter.
+SIZE = 128
+KERNEL = schedule_matmul(make_matmul(SIZE)).func.replace(name="matmul_tensorcore")
+#: float16 inputs in [-1, 1), float32 sums of 128 exact products: only summation order differs.
+ATOL = 1e-3
+
+
+def make_args(rng: np.random.Generator, n: int = SIZE) -> list[np.ndarray]:
+    a = rng.uniform(-1, 1, (n, n)).astype(np.float16)
+    b = rng.uniform(-1, 1, (n, n)).astype(np.float16)
+    return [a, b, np.zeros((n, n), np.float32)]
+
+
+def reference(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> dict[str, np.ndarray]:
+    return {"C": a.astype(np.float32) @ b.astype(np.float32)}
+
+
+def build(n: int = 4096, target: str = TARGET) -> object:
+    """The scheduled ``n``^3 kernel built for ``target``: a ``tir.runtime.cuda.CUDAModule``."""
+    return tir.build(schedule_matmul(make_matmul(n)).func.replace(name="matmul_tensorcore"), target)
+
+
+def main() -> None:
+    error = run_and_check(KERNEL, make_args, reference, ATOL)
+    print(f"{KERNEL.name} ({SIZE}^3): interpreter matches numpy (max abs error {error:.2g})")
+    from tir.codegen.cuda_compile import CudaCompileError, disassemble
+    from tir.runtime.cuda import CUDADeviceError
+
+    n = 4096
+    module = build(n)
+    source = module.source  # type: ignore[attr-defined]
+    print(f"{n}^3 for {TARGET}: {len(source)} bytes of CUDA source")
+    try:
+        sass = disassemble(module.cubin)  # type: ignore[attr-defined]
+    except CudaCompileError as error:
+        print(f"SASS: {error}")
+    else:
+        print(f"SASS: {sass.count('HMMA')} HMMA, {sass.count('LDGSTS')} LDGSTS (cp.async) instructions")
+    args = make_args(np.random.default_rng(0), n)
+    try:
+        module(*args)  # type: ignore[operator]
+    except CUDADeviceError as error:
+        print(f"not run: {error}")
+        return
+    want = reference(*args)["C"]
+    worst = float(np.abs(args[2] - want).max())
+    print(f"GPU result vs numpy: max abs error {worst:.3g}")
+
+
+if __name__ == "__main__":
+    main()
