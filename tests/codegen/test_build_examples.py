@@ -38,6 +38,8 @@ def test_example_built_for_llvm(name: str) -> None:
     kernel = example.KERNEL
     # An example for another CPU (int8_matmul_sdot: AArch64) names its TARGET; it runs under qemu.
     target = getattr(example, "TARGET", "llvm")
+    if Target.parse(target).is_cuda:
+        pytest.skip(f"{name} targets {target}: tests/cuda builds it")
     if Target.parse(target).isa == "aarch64" and toolchain_missing_reason() is not None:
         pytest.skip(f"{name} targets AArch64: {toolchain_missing_reason()}")
     args = example.make_args(np.random.default_rng(0))

@@ -48,7 +48,7 @@ def load_example(name: str) -> ModuleType:
 
 
 def for_another_isa(name: str) -> bool:
-    """An example tensorized for another CPU names its TARGET (int8_matmul_x86: x86-64)."""
+    """An example for another CPU or a GPU names its TARGET (int8_matmul_x86: x86-64, matmul_tensorcore: CUDA)."""
     target = getattr(load_example(name), "TARGET", None)
     return target is not None and Target.parse(target).isa != "aarch64"
 

@@ -13,8 +13,12 @@ There the buffer shrinks to the region its accesses touch (relaxed over the loop
 new position): a dimension whose region has a constant extent, or an extent bounded by a
 constant, shrinks to it and its indices are shifted by the region's start; a dimension that
 cannot be bounded, or whose region start reads memory, keeps its size. A buffer with explicit
-strides shrinks its shape but keeps its strides (so the padding ``storage_align`` asked for
-stays); one with an element offset moves but keeps its layout. Before::
+strides shrinks its shape; strides ``storage_align`` padded (``Buffer.dim_align``) are padded
+again by the same rule for the shrunk shape (a (32, 64) tile aligned with factor 32 and offset
+8 gets row stride 72), other explicit strides are kept; a buffer with an element offset moves
+but keeps its layout. A ``blockIdx`` loop is always entered (but by ``global`` buffers): each
+thread block has its own shared and local memory, so no value flows between its iterations.
+Before::
 
     C = T.allocate((16, 16), "float32")
     for i in range(16):
@@ -46,6 +50,7 @@ from tir.ir import (
     BufferStore,
     Call,
     Evaluate,
+    FloorMod,
     For,
     ForKind,
     IfThenElse,
@@ -382,8 +387,12 @@ class _Placer:
     def can_enter(self, loop: For) -> bool:
         if loop.kind is ForKind.VECTORIZED:
             return False
-        if loop.kind is ForKind.THREAD_BINDING and not _lives_inside(self.buffer.scope, loop.thread_tag or ""):
-            return False
+        if loop.kind is ForKind.THREAD_BINDING:
+            tag = loop.thread_tag or ""
+            if not _lives_inside(self.buffer.scope, tag):
+                return False
+            if tag.startswith("blockIdx"):
+                return True  # each thread block has its own copy: nothing flows between them
         if isinstance(loop.extent, IntImm) and loop.extent.value == 1:
             return True
         return self.iterations_disjoint(loop) or self.reads_covered(loop.body)
@@ -465,6 +474,8 @@ class _Placer:
         if all(a is b for a, b in zip(shape, buffer.shape)):
             return self.alloc.replace(body=stmt)
         new = buffer.replace(shape=tuple(shape))
+        if buffer.strides and buffer.dim_align:
+            new = new.replace(strides=_aligned_strides(tuple(shape), buffer.dim_align))
         body = _Shift(buffer, new, tuple(starts), self.outer).visit(stmt)
         return self.alloc.replace(buffer=new, body=body)
 
@@ -478,6 +489,24 @@ class _Placer:
         if math.isinf(bound.max_value) or bound.max_value < 1:
             return None
         return int(bound.max_value)
+
+
+def _aligned_strides(shape: tuple[PrimExpr, ...], rules: tuple[tuple[int, int, int], ...]) -> tuple[PrimExpr, ...]:
+    """Row-major strides for ``shape``, the stride of each ``(axis, factor, offset)`` rule padded
+    to the smallest value at least what the inner dimensions span with ``stride % factor == offset``
+    (the rule ``storage_align`` applied to the unshrunk buffer)."""
+    padding = {axis: (factor, offset) for axis, factor, offset in rules}
+    analyzer = Analyzer()
+    strides: list[PrimExpr] = [IntImm(1, shape[-1].dtype)]
+    for dim in range(len(shape) - 2, -1, -1):
+        needed = analyzer.simplify(shape[dim + 1] * strides[0])
+        if dim in padding:
+            factor, offset = padding[dim]
+            needed = analyzer.simplify(
+                needed + FloorMod(IntImm(offset, needed.dtype) - needed, IntImm(factor, needed.dtype))
+            )
+        strides.insert(0, needed)
+    return tuple(strides)
 
 
 class _Compact(IRMutator):
