@@ -23,7 +23,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "examples"))
 from matmul_schedule import make_matmul, schedule_matmul  # noqa: E402
 
 N = 1024
-ROUNDS = 3  # alternate ours and numpy, keep each side's best median: less noise from the machine
+ROUNDS = 5  # alternate ours and numpy, keep each side's best median: less noise from the machine
 
 
 def main() -> None:

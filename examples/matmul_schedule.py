@@ -42,7 +42,7 @@ def make_matmul(n: int, name: str = "matmul") -> tir.PrimFunc:
 
 
 def schedule_matmul(
-    func: tir.PrimFunc, row_block: int = 256, depth_block: int = 256, verbose: bool = False
+    func: tir.PrimFunc, row_block: int = 128, depth_block: int = 1024, verbose: bool = False
 ) -> tir.Schedule:
     """The hand schedule. ``row_block`` rows of A and ``depth_block`` of k form the cache tile;
     the register tile is 4 x 16."""
