@@ -1,8 +1,8 @@
 """Scheduling a matmul by hand, one primitive at a time, into a fast CPU kernel.
 
 The program never changes what it computes; each step changes how: the loop nest is tiled for
-the caches and registers, B is packed into a contiguous panel (``cache_read`` + ``compute_at``),
-the zeroing of C is split off the reduction (``decompose_reduction``), and the innermost loops
+the caches and registers, B is packed into contiguous 16-column panels (``cache_read`` +
+``transform_layout``), the zeroing of C is split off the reduction (``decompose_reduction``), and the innermost loops
 become vector instructions (``vectorize``), straight-line code (``unroll``) and threads
 (``parallel``). The program is printed after every step; the schedule itself is replayable
 Python (``sch.trace.show()``).
@@ -67,13 +67,17 @@ def schedule_matmul(
     step("reorder: the 4 x 16 register tile innermost, the k step around it")
     packed_b = sch.cache_read(block, 2, "global")  # reads are (C, A, B): B is index 2
     step("cache_read: a copy of B, read by the matmul instead of B")
-    sch.compute_at(packed_b, j_panel)
-    step("compute_at: copy only the depth_block x 16 panel the tile needs, right before it")
+    sch.transform_layout(packed_b, ("write", 0), lambda k, j: (j // 16, k, j % 16))
+    step("transform_layout: the copy stores B as 16-column panels, each contiguous in k")
+    pack_k, pack_j = sch.get_loops(packed_b)
+    _, pack_col = sch.split(pack_j, [None, 16])
+    sch.vectorize(pack_col)
+    sch.parallel(pack_k)
+    step("the packing runs on all cores, 16 floats at a time")
     init = sch.decompose_reduction(block, i_block)
     step("decompose_reduction: zero C in its own loop nest, so the accumulation has no branch")
     sch.vectorize(j_col)
     sch.unroll(i_row)
-    sch.vectorize(sch.get_loops(packed_b)[-1])
     sch.vectorize(sch.get_loops(init)[-1])
     step("vectorize the 16 columns, unroll the 4 rows")
     sch.parallel(i_block)
