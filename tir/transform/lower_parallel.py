@@ -48,6 +48,7 @@ from tir.ir import (
     IntImm,
     IRModule,
     IRMutator,
+    IRVisitor,
     Let,
     LetStmt,
     PrimFunc,
@@ -165,14 +166,19 @@ def _check_no_shared_writes(body: Stmt, loop: For, captured: list[Buffer]) -> No
         post_order_visit(expr, look)  # type: ignore[arg-type]
         return found
 
-    def walk(node: object) -> None:
-        if isinstance(node, LetStmt) and uses_dependent(node.value):
-            dependent.add(node.var)
-        if isinstance(node, BufferStore) and node.buffer in outside:
-            if not any(uses_dependent(index) for index in node.indices) and node.buffer.name not in problems:
-                problems.append(node.buffer.name)
+    class FindSharedWrites(IRVisitor):
+        def visit_LetStmt(self, stmt: LetStmt) -> None:
+            if uses_dependent(stmt.value):
+                dependent.add(stmt.var)
+            self.generic_visit(stmt)
 
-    _walk_pre_order(body, walk)
+        def visit_BufferStore(self, store: BufferStore) -> None:
+            if store.buffer in outside and store.buffer.name not in problems:
+                if not any(uses_dependent(index) for index in store.indices):
+                    problems.append(store.buffer.name)
+            self.generic_visit(store)
+
+    FindSharedWrites().visit(body)
     if problems:
         names = ", ".join(repr(name) for name in problems)
         raise LoweringError(
@@ -180,21 +186,6 @@ def _check_no_shared_writes(body: Stmt, loop: For, captured: list[Buffer]) -> No
             f"elements of {names}, which live outside the loop: the threads would race. Allocate the "
             "buffer inside the loop (compute_at the block that writes it) or keep the loop serial."
         )
-
-
-def _walk_pre_order(stmt: object, callback: Any) -> None:
-    from tir.ir import Stmt as _Stmt
-
-    callback(stmt)
-    if isinstance(stmt, _Stmt):
-        for name in type(stmt).child_fields():
-            value = getattr(stmt, name)
-            if isinstance(value, _Stmt):
-                _walk_pre_order(value, callback)
-            elif isinstance(value, tuple):
-                for item in value:
-                    if isinstance(item, _Stmt):
-                        _walk_pre_order(item, callback)
 
 
 def _address_of(buffer: Buffer) -> Call:
