@@ -47,7 +47,7 @@ from typing import Any
 import numpy as np
 
 from tir.ir import IRModule
-from tir.runtime.module import Module, ParamSpec, param_specs
+from tir.runtime.module import Module, ParamSpec, llvm_source, param_specs
 from tir.target import Target
 
 __all__ = [
@@ -391,17 +391,7 @@ class AArch64Module(Module):
 
     def get_source(self, fmt: str = "ll") -> str:
         """``"ll"``: the optimized LLVM IR; ``"asm"``: AArch64 assembly; ``"ll-unopt"``: the IR as generated."""
-        from tir.codegen.llvm_target import emit_assembly
-
-        if fmt in ("ll", "llvm"):
-            return self.optimized_ir
-        if fmt == "ll-unopt":
-            return self.unoptimized_ir
-        if fmt in ("asm", "s"):
-            if self._asm is None:
-                self._asm = emit_assembly(self.optimized_ir, self.target)
-            return self._asm
-        raise ValueError(f"unknown source format {fmt!r}; expected 'll', 'll-unopt' or 'asm'")
+        return llvm_source(self, fmt)
 
     def export_library(self, path: str | os.PathLike[str]) -> str:
         """Write an AArch64 shared library exporting ``int32_t NAME(void **args)``; returns its path.

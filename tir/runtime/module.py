@@ -512,17 +512,7 @@ class LLVMModule(Module):
 
     def get_source(self, fmt: str = "ll") -> str:
         """``"ll"``: the optimized LLVM IR; ``"asm"``: assembly; ``"ll-unopt"``: the IR before optimization."""
-        from tir.codegen.llvm_target import emit_assembly
-
-        if fmt in ("ll", "llvm"):
-            return self.optimized_ir
-        if fmt == "ll-unopt":
-            return self.unoptimized_ir
-        if fmt in ("asm", "s"):
-            if self._asm is None:
-                self._asm = emit_assembly(self.optimized_ir, self.target)
-            return self._asm
-        raise ValueError(f"unknown source format {fmt!r}; expected 'll', 'll-unopt' or 'asm'")
+        return llvm_source(self, fmt)
 
     def export_library(self, path: str | os.PathLike[str]) -> str:
         """Write a shared library exporting ``int32_t NAME(void **args)``; returns its path.
@@ -568,3 +558,19 @@ def _missing_host_features(target: Any) -> tuple[str, ...]:
     if target.triple != host.triple:
         return ()
     return tuple(sorted(set(target.features) - set(host.features)))
+
+
+def llvm_source(module: Any, fmt: str) -> str:
+    """``get_source`` of a module built through LLVM (host JIT or AArch64): it has
+    ``optimized_ir``, ``unoptimized_ir``, ``target`` and an ``_asm`` cache."""
+    from tir.codegen.llvm_target import emit_assembly
+
+    if fmt in ("ll", "llvm"):
+        return str(module.optimized_ir)
+    if fmt == "ll-unopt":
+        return str(module.unoptimized_ir)
+    if fmt in ("asm", "s"):
+        if module._asm is None:
+            module._asm = emit_assembly(module.optimized_ir, module.target)
+        return str(module._asm)
+    raise ValueError(f"unknown source format {fmt!r}; expected 'll', 'll-unopt' or 'asm'")
