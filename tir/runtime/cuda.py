@@ -82,7 +82,6 @@ from tir.runtime.module import (
     ParamSpec,
     _array_argument,
     _evaluate_extent,
-    _scalar_argument,
     _shape_text,
     check_arguments,
 )
@@ -357,37 +356,21 @@ def _device_array_argument(func: PrimFunc, spec: ParamSpec, arg: Any, known: dic
 
 def check_cuda_arguments(func: PrimFunc, specs: Sequence[ParamSpec], args: Sequence[Any]) -> list[Any]:
     """``tir.runtime.check_arguments``, also accepting device arrays (returned as :class:`DeviceArray`)."""
-    if not any(is_device_array(arg) for arg in args):
-        return check_arguments(func, specs, args)
-    names = ", ".join(spec.name for spec in specs)
-    if len(args) != len(specs):
-        raise TypeError(f"{func.name}() takes {len(specs)} arguments ({names}), {len(args)} given")
-    values: list[Any] = [None] * len(specs)
-    known: dict[str, int] = {}
-    for position, (spec, arg) in enumerate(zip(specs, args)):
-        if not spec.is_buffer:
-            values[position] = _scalar_argument(func, spec, arg)
-            if spec.dtype.is_integer:
-                known[spec.name] = int(values[position])
-    for position, (spec, arg) in enumerate(zip(specs, args)):
-        if spec.is_buffer:
-            if is_device_array(arg):
-                values[position] = _device_array_argument(func, spec, arg, known)
-            else:
-                values[position] = _array_argument(func, spec, arg, known)
-    host_arrays = [(spec, v) for spec, v in zip(specs, values) if isinstance(v, np.ndarray) and v.size]
+
+    def buffer_argument(func: PrimFunc, spec: ParamSpec, arg: Any, known: dict[str, int]) -> Any:
+        if is_device_array(arg):
+            return _device_array_argument(func, spec, arg, known)
+        return _array_argument(func, spec, arg, known)
+
+    values = check_arguments(func, specs, args, buffer_argument)
     device_arrays = [(spec, v) for spec, v in zip(specs, values) if isinstance(v, DeviceArray) and v.nbytes]
-    for pairs, overlap in (
-        (host_arrays, lambda a, b: np.may_share_memory(a, b)),
-        (device_arrays, lambda a, b: a.pointer < b.pointer + b.nbytes and b.pointer < a.pointer + a.nbytes),
-    ):
-        for i, (spec_a, a) in enumerate(pairs):
-            for spec_b, b in pairs[i + 1 :]:
-                if overlap(a, b):
-                    raise ValueError(
-                        f"{func.name}() parameters {spec_a.name} and {spec_b.name} share memory; the compiled "
-                        "code assumes distinct buffers (pass a copy)"
-                    )
+    for i, (spec_a, a) in enumerate(device_arrays):
+        for spec_b, b in device_arrays[i + 1 :]:
+            if a.pointer < b.pointer + b.nbytes and b.pointer < a.pointer + a.nbytes:
+                raise ValueError(
+                    f"{func.name}() parameters {spec_a.name} and {spec_b.name} share memory; the compiled "
+                    "code assumes distinct buffers (pass a copy)"
+                )
     return values
 
 

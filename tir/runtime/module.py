@@ -245,8 +245,19 @@ class Module:
 # ---------------------------------------------------------------- argument checking
 
 
-def check_arguments(func: PrimFunc, specs: Sequence[ParamSpec], args: Sequence[Any]) -> list[Any]:
-    """Check ``args`` for ``func``: see the module docstring. Returns the values to pass."""
+def check_arguments(
+    func: PrimFunc,
+    specs: Sequence[ParamSpec],
+    args: Sequence[Any],
+    buffer_argument: Callable[[PrimFunc, ParamSpec, Any, dict[str, int]], Any] | None = None,
+) -> list[Any]:
+    """Check ``args`` for ``func``: see the module docstring. Returns the values to pass.
+
+    ``buffer_argument`` checks one buffer argument (default: a numpy array); a runtime that also
+    takes other array kinds (the CUDA module's device arrays) passes its own. Numpy arrays that
+    share memory are refused either way.
+    """
+    check_buffer = buffer_argument or _array_argument
     names = ", ".join(spec.name for spec in specs)
     if len(args) != len(specs):
         raise TypeError(f"{func.name}() takes {len(specs)} arguments ({names}), {len(args)} given")
@@ -259,8 +270,8 @@ def check_arguments(func: PrimFunc, specs: Sequence[ParamSpec], args: Sequence[A
                 known[spec.name] = int(values[position])
     for position, (spec, arg) in enumerate(zip(specs, args)):
         if spec.is_buffer:
-            values[position] = _array_argument(func, spec, arg, known)
-    arrays = [(spec, value) for spec, value in zip(specs, values) if spec.is_buffer and value.size]
+            values[position] = check_buffer(func, spec, arg, known)
+    arrays = [(spec, value) for spec, value in zip(specs, values) if isinstance(value, np.ndarray) and value.size]
     for (spec_a, a), (spec_b, b) in itertools.combinations(arrays, 2):
         if np.may_share_memory(a, b):
             raise ValueError(
