@@ -1,5 +1,35 @@
-"""metasched: the meta-scheduler (tuning). Empty until the tuning issues land."""
+"""metasched: the meta-scheduler -- finds fast schedules of tensor programs by itself.
+
+    import metasched
+    result = metasched.tune(func, target="llvm", trials=64, work_dir="tune/")
+    result.best_func                        # the tuned PrimFunc
+    tuned = metasched.apply_database(func, result.database, "llvm")
+
+docs/metasched.md describes the stages (design space, search, cost model, measurement, database).
+"""
 
 from __future__ import annotations
 
+from metasched.task import Task, count_flops, extract_tasks
+from metasched.tune import TaskResult, TuneResult, apply_database, tune
+
 __version__ = "0.1.0"
+
+__all__ = [
+    "Database",
+    "Task",
+    "TaskResult",
+    "TuneResult",
+    "apply_database",
+    "count_flops",
+    "extract_tasks",
+    "tune",
+]
+
+
+def __getattr__(name: str):  # noqa: ANN202 - lazy: the database module is optional at import
+    if name == "Database":
+        from metasched.database import Database
+
+        return Database
+    raise AttributeError(f"module 'metasched' has no attribute {name!r}")

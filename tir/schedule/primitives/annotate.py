@@ -41,7 +41,7 @@ from tir.ir import (
     substitute,
 )
 from tir.schedule.errors import ScheduleError
-from tir.schedule.handles import BlockRV, LoopRV
+from tir.schedule.handles import BlockRV, ExprRV, LoopRV
 from tir.schedule.primitives._common import doc_from, loop_target
 from tir.schedule.primitives._loops_util import (
     BlockSite,
@@ -677,11 +677,14 @@ class AnnotationPrimitives:
     def annotate(self, block_or_loop: BlockRV | LoopRV, ann_key: str, ann_val: Any) -> None:  # type: ignore[misc]
         target = self._annotation_target(block_or_loop, "annotate")
         ann_val = list(ann_val) if isinstance(ann_val, list) else ann_val  # the trace keeps its own copy
+        # A sampled value (ExprRV) is stored as its integer; the trace keeps the handle, so a
+        # replay with another decision annotates with the new sample.
+        value = ann_val.value if isinstance(ann_val, ExprRV) else ann_val
         self._apply(  # type: ignore[attr-defined]
             "annotate",
             (block_or_loop,),
             {"ann_key": ann_key, "ann_val": ann_val},
-            lambda func: annotate(func, target, ann_key, ann_val),
+            lambda func: annotate(func, target, ann_key, value),
         )
 
     @doc_from(unannotate)

@@ -1,0 +1,132 @@
+"""Candidates: a sketch plus its sampling decisions, replayed into a checked program.
+
+A candidate is made the same way everywhere (search, database warm start, ``apply_database``):
+
+    sch = Schedule(task.func, seed=seed)
+    sketch.apply_to(sch, decisions)      # missing or None decisions are sampled afresh
+    for postproc in postprocs: postproc.apply(sch)
+    verify(sch.func) must be empty
+
+so its full trace (postprocessor steps included) replays to the same program.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from tir.analysis import verify
+from tir.ir import PrimFunc
+from tir.ir.structural import structural_hash
+from tir.schedule import Schedule, ScheduleError, Trace
+from tir.schedule.handles import BlockRV, ExprRV, LoopRV
+from tir.schedule.trace import SAMPLING_PRIMITIVES
+
+__all__ = ["Candidate", "Rejected", "decision_key", "make_candidate", "sampling_positions", "sketch_of"]
+
+
+class Rejected(Exception):
+    """A candidate that could not be made: ``stage`` is where (replay, a postprocessor's name,
+    verify), ``reason`` the first line of why. The search counts these by stage and reason."""
+
+    def __init__(self, stage: str, reason: str) -> None:
+        super().__init__(f"{stage}: {reason}")
+        self.stage = stage
+        self.reason = reason
+
+
+@dataclass
+class Candidate:
+    """A checked program of one sketch: what the search ranks and the measurer runs."""
+
+    sketch_index: int
+    decisions: dict[int, Any]  # sampling position in the sketch -> decision taken
+    sch: Schedule
+    score: float = 0.0
+    features: Any = None
+    hash: int = field(default=0)
+
+    @property
+    def func(self) -> PrimFunc:
+        return self.sch.func
+
+    @property
+    def trace(self) -> Trace:
+        return self.sch.trace
+
+    @property
+    def key(self) -> tuple[int, tuple[tuple[int, Any], ...]]:
+        return (self.sketch_index, decision_key(self.decisions))
+
+
+def sampling_positions(sketch: Trace) -> list[int]:
+    """Positions of the sketch's sampling instructions, in order."""
+    return [i for i, inst in enumerate(sketch.instructions) if inst.kind in SAMPLING_PRIMITIVES]
+
+
+def decision_key(decisions: dict[int, Any]) -> tuple[tuple[int, Any], ...]:
+    """A hashable form of a decision dict (lists become tuples)."""
+    return tuple(sorted((pos, tuple(d) if isinstance(d, list) else d) for pos, d in decisions.items()))
+
+
+def _first_line(error: BaseException) -> str:
+    text = str(error).strip().splitlines()
+    return text[0][:200] if text else type(error).__name__
+
+
+def make_candidate(
+    func: PrimFunc,
+    sketch: Trace,
+    sketch_index: int,
+    decisions: dict[int, Any] | None,
+    postprocs: Sequence[Any],
+    seed: int,
+    check: bool = True,
+) -> Candidate:
+    """Replay ``sketch`` on ``func`` with ``decisions`` (others sampled with ``seed``), run the
+    postprocessors and the validator. Raises ``Rejected`` saying at which stage and why."""
+    sch = Schedule(func, seed=seed)
+    try:
+        sketch.apply_to(sch, decisions)
+    except (ScheduleError, ValueError) as error:
+        raise Rejected("replay", _first_line(error)) from None
+    positions = sampling_positions(sketch)
+    taken = {pos: sch.trace.instructions[pos].decision for pos in positions}
+    for postproc in postprocs:
+        try:
+            postproc.apply(sch)
+        except (ScheduleError, ValueError) as error:
+            raise Rejected(getattr(postproc, "name", type(postproc).__name__), _first_line(error)) from None
+    if check:
+        problems = verify(sch.func)
+        if problems:
+            raise Rejected("verify", _first_line(Exception(str(problems[0]))))
+    return Candidate(sketch_index, taken, sch, hash=structural_hash(sch.func))
+
+
+def sketch_of(trace: Trace, sketches: Sequence[Trace]) -> tuple[int, dict[int, Any]] | None:
+    """Which sketch a recorded (full) trace was made from, and its decisions; None if none fits.
+
+    A candidate's trace starts with its sketch's instructions (postprocessor steps follow), so
+    the sketch is the one whose instruction kinds are a prefix of the trace's."""
+    shapes = [_shape(inst) for inst in trace.instructions]
+    for index, sketch in enumerate(sketches):
+        sketch_shapes = [_shape(inst) for inst in sketch.instructions]
+        if shapes[: len(sketch_shapes)] == sketch_shapes:
+            return index, {pos: trace.instructions[pos].decision for pos in sampling_positions(sketch)}
+    return None
+
+
+def _shape(inst: Any) -> tuple[Any, ...]:
+    """An instruction without its handles' names and its decision: what two replays of one sketch
+    have in common."""
+    return (inst.kind, _plain(inst.args), _plain(tuple(sorted(inst.kwargs.items()))))
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, (list, tuple)):
+        return tuple(_plain(v) for v in value)
+    if isinstance(value, (BlockRV, LoopRV, ExprRV)):
+        return type(value).__name__
+    return value

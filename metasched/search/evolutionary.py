@@ -1,0 +1,239 @@
+"""Search strategies: which candidates of a task's design space to measure next.
+
+``EvolutionarySearch`` (the default) keeps a population of candidates, scores them with the cost
+model, breeds the fitter ones by mutating their decisions, and hands out the best-scored
+candidates not yet measured, plus a few random ones (epsilon-greedy) so a wrong model cannot
+starve exploration. ``ReplaySearch`` only samples afresh (no model): the baseline.
+
+Both are deterministic for a seed and the same measurements: every random choice comes from one
+``random.Random(seed)`` and candidates are seeded from it.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from collections import Counter
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from metasched.search.candidate import Candidate, Rejected, make_candidate, sketch_of
+from metasched.search.mutators import Mutator, default_mutators
+from metasched.task import Task
+from tir.schedule import Trace
+
+__all__ = ["EvolutionarySearch", "ReplaySearch", "SearchStrategy"]
+
+
+class SearchStrategy:
+    """What both strategies share: making candidates, remembering what was measured, counting rejects."""
+
+    def __init__(
+        self,
+        task: Task,
+        sketches: Sequence[Trace],
+        postprocs: Sequence[Any],
+        cost_model: Any = None,
+        seed: int = 0,
+    ) -> None:
+        if not sketches:
+            raise ValueError(f"task {task.name!r}: the design space has no sketch")
+        self.task = task
+        self.sketches = list(sketches)
+        self.postprocs = list(postprocs)
+        self.cost_model = cost_model
+        self.rng = random.Random(seed)
+        self.measured_hashes: set[int] = set()
+        self.measured_keys: set[Any] = set()
+        self.measured: list[tuple[float, Candidate]] = []  # (seconds, candidate) of valid runs
+        self.rejects: Counter[str] = Counter()
+        self.made = 0
+
+    # ---------------------------------------------------------------- making candidates
+
+    def make(self, sketch_index: int, decisions: dict[int, Any] | None) -> Candidate | None:
+        """A checked candidate, or None (its reject is counted)."""
+        try:
+            candidate = make_candidate(
+                self.task.func,
+                self.sketches[sketch_index],
+                sketch_index,
+                decisions,
+                self.postprocs,
+                seed=self.rng.getrandbits(31),
+            )
+        except Rejected as rejected:
+            self.rejects[f"{rejected.stage}: {rejected.reason}"] += 1
+            return None
+        self.made += 1
+        return candidate
+
+    def sample(self) -> Candidate | None:
+        return self.make(self.rng.randrange(len(self.sketches)), None)
+
+    def is_new(self, candidate: Candidate) -> bool:
+        return candidate.key not in self.measured_keys and candidate.hash not in self.measured_hashes
+
+    def score(self, candidates: Sequence[Candidate]) -> None:
+        """Cost-model scores (higher = faster) onto the candidates that have none yet."""
+        todo = [c for c in candidates if c.features is None]
+        if self.cost_model is None or not candidates:
+            return
+        if todo:
+            from metasched.cost import extract_features
+
+            for candidate in todo:
+                candidate.features = extract_features(candidate.func, self.task.target)
+        scores = self.cost_model.predict(self.task.key, [c.features for c in candidates])
+        for candidate, value in zip(candidates, np.asarray(scores, dtype=float)):
+            candidate.score = float(value) if math.isfinite(value) else -math.inf
+
+    # ---------------------------------------------------------------- results
+
+    def notify(self, candidates: Sequence[Candidate], seconds: Sequence[float | None]) -> None:
+        """Measured results of a batch (None: the candidate failed)."""
+        for candidate, value in zip(candidates, seconds):
+            self.measured_keys.add(candidate.key)
+            self.measured_hashes.add(candidate.hash)
+            if value is not None:
+                self.measured.append((value, candidate))
+        self.measured.sort(key=lambda pair: pair[0])
+
+    def warm_start(self, traces_and_seconds: Sequence[tuple[Trace, float | None]]) -> list[Candidate]:
+        """Take measured traces (e.g. from the database) as known results; returns the candidates
+        remade from them (for the cost model's features)."""
+        remade: list[Candidate] = []
+        seconds: list[float | None] = []
+        for trace, value in traces_and_seconds:
+            found = sketch_of(trace, self.sketches)
+            if found is None:
+                continue
+            candidate = self.make(*found)
+            if candidate is None:
+                continue
+            remade.append(candidate)
+            seconds.append(value)
+        self.notify(remade, seconds)
+        return remade
+
+    def next_batch(self, size: int) -> list[Candidate]:
+        raise NotImplementedError
+
+    def _fresh(self, count: int, seen: set[Any], attempts_per: int = 4) -> list[Candidate]:
+        """Up to ``count`` new random candidates, not measured and not in ``seen``."""
+        out: list[Candidate] = []
+        for _ in range(count * attempts_per):
+            if len(out) >= count:
+                break
+            candidate = self.sample()
+            if candidate is None or not self.is_new(candidate) or candidate.key in seen:
+                continue
+            seen.add(candidate.key)
+            out.append(candidate)
+        return out
+
+
+class ReplaySearch(SearchStrategy):
+    """Fresh random samples only (TVM's "replay trace")."""
+
+    def next_batch(self, size: int) -> list[Candidate]:
+        return self._fresh(size, set())
+
+
+class EvolutionarySearch(SearchStrategy):
+    """Cost-model guided evolution over sampling decisions.
+
+    Per batch: a population of ``population`` candidates (the best measured ones, a share
+    ``init_measured_ratio``, and fresh samples), ``generations`` rounds of scoring and mutating
+    the fitter ones, then the best-scored unmeasured candidates seen, with a share ``epsilon`` of
+    fresh random ones.
+    """
+
+    def __init__(
+        self,
+        task: Task,
+        sketches: Sequence[Trace],
+        postprocs: Sequence[Any],
+        cost_model: Any = None,
+        seed: int = 0,
+        population: int = 64,
+        generations: int = 2,
+        init_measured_ratio: float = 0.25,
+        mutate_prob: float = 0.85,
+        epsilon: float = 0.1,
+        mutators: Sequence[tuple[Mutator, float]] | None = None,
+    ) -> None:
+        super().__init__(task, sketches, postprocs, cost_model, seed)
+        self.population = population
+        self.generations = generations
+        self.init_measured_ratio = init_measured_ratio
+        self.mutate_prob = mutate_prob
+        self.epsilon = epsilon
+        self.mutators = list(mutators) if mutators is not None else default_mutators()
+
+    def _mutant(self, parent: Candidate) -> Candidate | None:
+        mutators = [m for m, _ in self.mutators]
+        weights = [w for _, w in self.mutators]
+        sketch = self.sketches[parent.sketch_index]
+        for _ in range(3):
+            mutator = self.rng.choices(mutators, weights=weights)[0]
+            decisions = mutator.mutate(sketch, parent.decisions, self.rng)
+            if decisions is not None:
+                return self.make(parent.sketch_index, decisions)
+        return None
+
+    def next_batch(self, size: int) -> list[Candidate]:
+        seen: set[Any] = set()
+        # The population: the best measured candidates (re-used as they are) and fresh samples.
+        elite_count = min(len(self.measured), int(self.population * self.init_measured_ratio))
+        population = [candidate for _, candidate in self.measured[:elite_count]]
+        seen.update(c.key for c in population)
+        population += self._fresh(self.population - len(population), seen)
+        if not population:
+            return []
+        pool: dict[Any, Candidate] = {c.key: c for c in population if self.is_new(c)}
+        if self.cost_model is None:
+            return self._pick(pool, size)
+        for _ in range(self.generations):
+            self.score(population)
+            parents = self._select(population)
+            children: list[Candidate] = []
+            for parent in parents:
+                child = self._mutant(parent) if self.rng.random() < self.mutate_prob else parent
+                if child is None:
+                    continue
+                if child.key not in seen:
+                    seen.add(child.key)
+                    if self.is_new(child):
+                        pool[child.key] = child
+                children.append(child)
+            if not children:
+                break
+            population = children
+        self.score(list(pool.values()))
+        return self._pick(pool, size)
+
+    def _select(self, population: list[Candidate]) -> list[Candidate]:
+        """Parents drawn with probability rising with the score (rank-based, so the scale of the
+        model's scores does not matter)."""
+        ranked = sorted(population, key=lambda c: c.score, reverse=True)
+        weights = [1.0 / (rank + 1) for rank in range(len(ranked))]
+        return self.rng.choices(ranked, weights=weights, k=len(ranked))
+
+    def _pick(self, pool: dict[Any, Candidate], size: int) -> list[Candidate]:
+        ranked = sorted(pool.values(), key=lambda c: c.score, reverse=True)
+        explore = max(0, min(size, round(size * self.epsilon))) if self.cost_model is not None else 0
+        chosen = ranked[: size - explore]
+        rest = ranked[size - explore :]
+        self.rng.shuffle(rest)
+        chosen += rest[:explore]
+        if len(chosen) < size:  # the pool ran dry: top up with fresh samples
+            chosen += self._fresh(size - len(chosen), {c.key for c in chosen})
+        # Never hand out two candidates that are the same program.
+        unique: dict[int, Candidate] = {}
+        for candidate in chosen:
+            unique.setdefault(candidate.hash, candidate)
+        return list(unique.values())[:size]
+

@@ -1,0 +1,312 @@
+"""``metasched.tune``: the stages wired together (docs/metasched.md).
+
+    result = metasched.tune(matmul, target="llvm", trials=64, work_dir="tune/")
+    result.best_func                      # the fastest program found (checked against the original)
+    result.tasks[0].best_seconds
+    tuned = metasched.apply_database(matmul, result.database, "llvm")
+
+Per batch: the task scheduler picks a task, its search strategy proposes candidates (replayed,
+post-processed and verified sketches, ranked by the cost model), the measurer builds and runs
+them in worker processes and checks their outputs against the unscheduled program, every result
+goes to the database, and the cost model learns from it.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+import tempfile
+import time
+from collections import Counter
+from collections.abc import Callable, Sequence
+from concurrent.futures import Executor
+from dataclasses import dataclass, field
+from typing import Any
+
+from metasched.scheduler import TaskProgress, make_scheduler
+from metasched.search import Candidate, EvolutionarySearch, ReplaySearch, SearchStrategy
+from metasched.task import Task, extract_tasks, workload_hash
+from tir.ir import IRModule, PrimFunc
+from tir.schedule import Schedule, Trace
+from tir.target import Target
+
+__all__ = ["TaskResult", "TuneResult", "apply_database", "tune"]
+
+
+@dataclass
+class TaskResult:
+    """One task's outcome. ``best_func`` is None when no candidate ran correctly."""
+
+    name: str
+    func: PrimFunc
+    target: str
+    weight: float
+    flops: float
+    trials: int = 0
+    best_seconds: float | None = None
+    best_trace: Trace | None = None
+    best_func: PrimFunc | None = None
+    errors: Counter[str] = field(default_factory=Counter)  # measured failures by kind
+    rejects: Counter[str] = field(default_factory=Counter)  # candidates dropped before measuring, by reason
+
+    @property
+    def gflops(self) -> float | None:
+        return self.flops / self.best_seconds / 1e9 if self.best_seconds else None
+
+
+@dataclass
+class TuneResult:
+    database: Any
+    tasks: list[TaskResult]
+    trials: int
+    wall_seconds: float
+    build_seconds: list[float] = field(default_factory=list)
+
+    @property
+    def best_func(self) -> PrimFunc | None:
+        """The tuned program when one function was tuned."""
+        if len(self.tasks) != 1:
+            raise ValueError(f"{len(self.tasks)} tasks were tuned; use result.tasks[i].best_func")
+        return self.tasks[0].best_func
+
+    @property
+    def trials_per_minute(self) -> float:
+        return 60.0 * self.trials / self.wall_seconds if self.wall_seconds > 0 else 0.0
+
+    def summary(self) -> str:
+        lines = [f"{self.trials} trials in {self.wall_seconds:.1f} s ({self.trials_per_minute:.0f}/min)"]
+        for task in self.tasks:
+            best = f"{task.best_seconds * 1e3:.3f} ms, {task.gflops:.1f} GFLOP/s" if task.best_seconds else "none valid"
+            lines.append(f"  {task.name}: {task.trials} trials, best {best}")
+            if task.errors:
+                lines.append("    measured failures: " + ", ".join(f"{k} {v}" for k, v in task.errors.items()))
+            if task.rejects:
+                top = task.rejects.most_common(3)
+                lines.append("    most common rejects: " + "; ".join(f"{v}x {k}" for k, v in top))
+        return "\n".join(lines)
+
+
+def _make_cost_model(cost_model: Any, seed: int) -> Any:
+    if not isinstance(cost_model, str):
+        return cost_model
+    if cost_model == "xgb":
+        from metasched.cost import XGBModel
+
+        return XGBModel(seed=seed)
+    if cost_model == "random":
+        from metasched.cost import RandomModel
+
+        return RandomModel(seed=seed)
+    raise ValueError(f"unknown cost_model {cost_model!r}; use 'xgb', 'random' or a CostModel object")
+
+
+def _make_strategy(
+    strategy: str, task: Task, sketches: list[Trace], postprocs: list[Any], model: Any, seed: int
+) -> SearchStrategy:
+    if strategy == "evolutionary":
+        return EvolutionarySearch(task, sketches, postprocs, model, seed=seed)
+    if strategy == "replay":
+        return ReplaySearch(task, sketches, postprocs, model, seed=seed)
+    raise ValueError(f"unknown strategy {strategy!r}; use 'evolutionary' or 'replay'")
+
+
+def _features(candidates: Sequence[Candidate], target: str) -> list[Any]:
+    from metasched.cost import extract_features
+
+    for candidate in candidates:
+        if candidate.features is None:
+            candidate.features = extract_features(candidate.func, target)
+    return [c.features for c in candidates]
+
+
+def tune(
+    func_or_mod: PrimFunc | IRModule | Sequence[Task],
+    target: str | Target = "llvm",
+    trials: int | None = None,
+    time_budget: float | None = None,
+    work_dir: str | None = None,
+    seed: int = 0,
+    num_threads: int | None = None,
+    executor: Executor | None = None,
+    cost_model: Any = "xgb",
+    strategy: str = "evolutionary",
+    task_scheduler: str = "gradient",
+    batch_size: int = 32,
+    space: Any = None,
+    measurer: Any = None,
+    log: Callable[[str], None] | None = None,
+) -> TuneResult:
+    """Tune a program (or every function of a module, or a list of ``Task``) for ``target``.
+
+    Stops after ``trials`` measured candidates in total or ``time_budget`` seconds, whichever
+    comes first (at least one must be given). ``work_dir`` holds the database (a temporary
+    directory when None); records already there warm-start the search and the cost model.
+    ``num_threads`` pins the threads a candidate runs with (default: the module default).
+    ``executor`` is any ``concurrent.futures.Executor`` for builds and runs (default: a local
+    pool of spawned processes). ``cost_model`` is "xgb", "random" or a model object;
+    ``strategy`` "evolutionary" or "replay"; ``space`` a ``SpaceGenerator`` (default rules).
+    ``log`` receives progress lines (default: printed to stderr; pass ``lambda s: None`` to
+    silence). The best candidate of each task is checked against the unscheduled program.
+    """
+    from metasched.database import Database, TuningRecord
+    from metasched.measure import MeasureInput, Measurer
+    from metasched.space import SpaceGenerator
+
+    if trials is None and time_budget is None:
+        raise ValueError("give trials= or time_budget= (or both)")
+    if trials is not None and trials < 1:
+        raise ValueError(f"trials must be at least 1, got {trials}")
+    target_text = Target.parse(target).text
+    if isinstance(func_or_mod, (PrimFunc, IRModule)):
+        tasks = extract_tasks(func_or_mod, target_text)
+    else:
+        tasks = list(func_or_mod)
+    log = log or (lambda line: print(line, file=sys.stderr, flush=True))
+    start = time.perf_counter()
+    database = Database(work_dir if work_dir is not None else tempfile.mkdtemp(prefix="metasched-"))
+    model = _make_cost_model(cost_model, seed)
+    space = space or SpaceGenerator()
+    owns_measurer = measurer is None
+    measurer = measurer or Measurer(target_text, executor=executor, num_threads=num_threads)
+
+    strategies: list[SearchStrategy] = []
+    results: list[TaskResult] = []
+    progress: list[TaskProgress] = []
+    for index, task in enumerate(tasks):
+        database.commit_workload(task.func)
+        sketches = space.generate(task.func, target_text)
+        postprocs = list(space.postprocs_for(target_text)) if hasattr(space, "postprocs_for") else space.postprocs
+        search = _make_strategy(strategy, task, sketches, postprocs, model, seed + 7919 * index)
+        strategies.append(search)
+        result = TaskResult(task.name, task.func, task.target, task.weight, task.flops)
+        results.append(result)
+        known = [
+            (Trace.from_json(r.trace_json), r.seconds) for r in database.records(task.func, target_text) if r.trace_json
+        ]
+        progress.append(TaskProgress(task.weight))
+        if known:
+            remade = search.warm_start(known)
+            if remade and model is not None:
+                model.update(task.key, _features(remade, target_text), [s for _, s in known][: len(remade)])
+            best = database.get_top_k(task.func, target_text, 1)
+            if best:
+                progress[-1].history.append((0, best[0].seconds))
+            log(f"[{task.name}] warm start from {len(known)} records in the database")
+        log(f"[{task.name}] {len(sketches)} sketches, {task.flops / 1e9:.3f} GFLOP per run")
+
+    scheduler = make_scheduler(task_scheduler)
+    total = 0
+    build_seconds: list[float] = []
+    try:
+        while trials is None or total < trials:
+            if time_budget is not None and time.perf_counter() - start >= time_budget:
+                break
+            index = scheduler.pick(progress)
+            if index is None:
+                break
+            task, search, result = tasks[index], strategies[index], results[index]
+            size = batch_size if trials is None else min(batch_size, trials - total)
+            batch = search.next_batch(size)
+            if not batch:
+                progress[index].done = True
+                log(f"[{task.name}] the design space has no new valid candidate; done")
+                continue
+            inputs = [MeasureInput(c.func, target_text, reference=task.func) for c in batch]
+            measured = measurer.measure(inputs)
+            seconds: list[float | None] = []
+            for candidate, outcome in zip(batch, measured):
+                database.commit_record(
+                    TuningRecord(
+                        workload_hash=workload_hash(task.func),
+                        target=target_text,
+                        trace_json=candidate.trace.to_json(),
+                        seconds=outcome.seconds,
+                        error_kind=outcome.error_kind,
+                        error_msg=outcome.error_msg,
+                        timestamp=time.time(),
+                    )
+                )
+                if outcome.build_seconds:
+                    build_seconds.append(outcome.build_seconds)
+                if outcome.error_kind is not None:
+                    result.errors[outcome.error_kind] += 1
+                seconds.append(outcome.seconds if outcome.error_kind is None else None)
+                if outcome.error_kind is None and outcome.seconds is not None:
+                    if result.best_seconds is None or outcome.seconds < result.best_seconds:
+                        result.best_seconds = outcome.seconds
+                        result.best_trace = candidate.trace
+                        result.best_func = candidate.func
+            if model is not None:
+                model.update(task.key, _features(batch, target_text), seconds)
+            search.notify(batch, seconds)
+            result.trials += len(batch)
+            total += len(batch)
+            best = result.best_seconds if result.best_seconds is not None else math.inf
+            progress[index].trials = result.trials
+            progress[index].history.append((result.trials, best))
+            elapsed = time.perf_counter() - start
+            shown = f"{best * 1e3:.3f} ms ({task.flops / best / 1e9:.1f} GFLOP/s)" if math.isfinite(best) else "none"
+            log(
+                f"[{task.name}] trials {result.trials} (total {total}{'/' + str(trials) if trials else ''}), "
+                f"best {shown}, {elapsed:.0f} s"
+            )
+    finally:
+        for search, result in zip(strategies, results):
+            result.rejects = search.rejects
+        if owns_measurer:
+            measurer.close()
+
+    # Results: the database's best per task (earlier runs included), checked once more.
+    for task, result in zip(tasks, results):
+        _settle_best(task, result, database, target_text, num_threads, executor, log)
+    return TuneResult(database, results, total, time.perf_counter() - start, build_seconds)
+
+
+def _settle_best(
+    task: Task, result: TaskResult, database: Any, target: str, num_threads: int | None, executor: Any, log: Any
+) -> None:
+    """Take the fastest recorded candidate whose replay still computes what the unscheduled
+    program computes; a record that fails the check is skipped (and said so)."""
+    from metasched.measure import MeasureInput, Measurer
+
+    for record in database.get_top_k(task.func, target, 5):
+        func = _replay(task.func, Trace.from_json(record.trace_json))
+        if func is None:
+            continue
+        checker = Measurer(target, executor=executor, num_threads=num_threads, repeat=1)
+        try:
+            outcome = checker.measure([MeasureInput(func, target, reference=task.func)])[0]
+        finally:
+            checker.close()
+        if outcome.error_kind is None:
+            result.best_seconds = record.seconds
+            result.best_trace = Trace.from_json(record.trace_json)
+            result.best_func = func
+            return
+        log(f"[{task.name}] a recorded best candidate fails its check ({outcome.error_kind}): skipped")
+    result.best_seconds = result.best_trace = result.best_func = None
+
+
+def _replay(func: PrimFunc, trace: Trace) -> PrimFunc | None:
+    sch = Schedule(func)
+    try:
+        trace.apply_to(sch)
+    except Exception:  # noqa: BLE001 - a record that no longer replays is skipped, never fatal
+        return None
+    return sch.func
+
+
+def apply_database(func: PrimFunc, database: Any, target: str | Target = "llvm") -> PrimFunc | None:
+    """The fastest recorded schedule of ``func`` for ``target`` applied to it; None when the
+    database has no valid record for this program and target (or none replays)."""
+    from metasched.database import Database
+
+    if not isinstance(database, Database):
+        database = Database(database)
+    target_text = Target.parse(target).text
+    for record in database.get_top_k(func, target_text, 5):
+        tuned = _replay(func, Trace.from_json(record.trace_json))
+        if tuned is not None:
+            return tuned
+    return None
+
