@@ -19,6 +19,7 @@ from tir.ir import Var
 class BlockRV:
     block_name: str
     rv_name: str = field(default="b?", compare=False)
+    owner: object = field(default=None, compare=False, repr=False)  # the Schedule lineage that made it
 
     def __repr__(self) -> str:
         return f"{self.rv_name}(block {self.block_name!r})"
@@ -28,6 +29,7 @@ class BlockRV:
 class LoopRV:
     loop_var: Var
     rv_name: str = field(default="l?", compare=False)
+    owner: object = field(default=None, compare=False, repr=False)
 
     def __repr__(self) -> str:
         return f"{self.rv_name}(loop {self.loop_var.name})"
@@ -37,6 +39,7 @@ class LoopRV:
 class ExprRV:
     value: int
     rv_name: str = field(default="v?", compare=False)
+    owner: object = field(default=None, compare=False, repr=False)
 
     def __int__(self) -> int:
         return self.value

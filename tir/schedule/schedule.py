@@ -51,6 +51,9 @@ class ScheduleBase:
         self.debug = debug
         self.trace = Trace()
         self._rv_counter = 0
+        # Handles remember the schedule that made them; copies share it (their handles agree),
+        # a handle from an unrelated schedule is refused: its trace could not be replayed.
+        self._lineage = object()
 
     # ---------------------------------------------------------------- program
 
@@ -104,8 +107,15 @@ class ScheduleBase:
     def _new_rv(self, rv: Any) -> Any:
         prefix = "b" if isinstance(rv, BlockRV) else "l" if isinstance(rv, LoopRV) else "v"
         rv.rv_name = f"{prefix}{self._rv_counter}"
+        rv.owner = self._lineage
         self._rv_counter += 1
         return rv
+
+    def _check_owner(self, rv: Any, primitive: str) -> None:
+        if rv.owner is not None and rv.owner is not self._lineage:
+            raise ScheduleError(
+                primitive, repr(rv), "the handle belongs to another Schedule; get it from this one (get_block, get_loops)"
+            )
 
     def block_rv(self, name: str) -> BlockRV:
         return self._new_rv(BlockRV(name))
@@ -121,6 +131,8 @@ class ScheduleBase:
         name = block if isinstance(block, str) else getattr(block, "block_name", None)
         if name is None:
             raise ScheduleError(primitive, repr(block), "expected a block handle (BlockRV)")
+        if isinstance(block, BlockRV):
+            self._check_owner(block, primitive)
         realize = self.index.blocks.get(name)
         if realize is None:
             raise ScheduleError(
@@ -132,6 +144,7 @@ class ScheduleBase:
         """The loop a handle names, or a ScheduleError saying it is gone."""
         if not isinstance(loop, LoopRV):
             raise ScheduleError(primitive, repr(loop), "expected a loop handle (LoopRV)")
+        self._check_owner(loop, primitive)
         found = self.index.loops.get(id(loop.loop_var))
         if found is None:
             raise ScheduleError(
@@ -143,6 +156,7 @@ class ScheduleBase:
 
     def resolve_int(self, value: int | ExprRV, primitive: str) -> int:
         if isinstance(value, ExprRV):
+            self._check_owner(value, primitive)
             return value.value
         if isinstance(value, bool) or not isinstance(value, int):
             raise ScheduleError(primitive, repr(value), "expected an integer or a sampled ExprRV")

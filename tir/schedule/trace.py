@@ -9,7 +9,11 @@ mutates a program).
 
 from __future__ import annotations
 
+import difflib
+import functools
+import inspect
 import json
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
@@ -18,6 +22,27 @@ from tir.schedule.handles import BlockRV, ExprRV, LoopRV
 
 if TYPE_CHECKING:
     from tir.schedule.schedule import Schedule
+
+#: The Schedule methods a trace may call: every schedule primitive and getter, nothing else.
+TRACEABLE_PRIMITIVES = frozenset(
+    {
+        "get_block", "get_loops", "get_child_blocks", "get_producers", "get_consumers",
+        "split", "fuse", "reorder", "add_unit_loop",
+        "parallel", "vectorize", "unroll", "bind", "annotate", "unannotate",
+        "compute_at", "reverse_compute_at", "compute_inline", "reverse_compute_inline",
+        "cache_read", "cache_write", "reindex", "set_scope", "storage_align",
+        "transform_layout", "transform_block_layout", "pad_einsum",
+        "decompose_reduction", "merge_reduction", "rfactor", "blockize", "tensorize",
+        "sample_perfect_tile", "sample_categorical", "sample_compute_location", "apply_compute_location",
+    }
+)  # fmt: skip
+
+_RV_NAME = re.compile(r"[blv][0-9]+")
+
+
+class TraceError(ValueError):
+    """A trace that cannot be loaded or replayed as it is: names the instruction at fault."""
+
 
 #: Primitives that take a sampling decision (replay passes ``decision=``).
 SAMPLING_PRIMITIVES = frozenset({"sample_perfect_tile", "sample_categorical", "sample_compute_location"})
@@ -123,11 +148,17 @@ class Trace:
                 if decisions is not None and position in decisions:
                     decision = decisions[position]
                 kwargs["decision"] = decision
+            if inst.kind not in TRACEABLE_PRIMITIVES:
+                raise TraceError(f"instruction {position}: {inst.kind!r} is not a schedule primitive")
+            try:
+                _signature(type(sch), inst.kind).bind(sch, *args, **kwargs)
+            except TypeError as error:
+                raise TraceError(f"instruction {position} ({inst.kind}): {error}") from None
             result = getattr(sch, inst.kind)(*args, **kwargs)
             if inst.outputs:
                 produced = list(result) if isinstance(result, (list, tuple)) else [result]
                 if len(produced) != len(inst.outputs):
-                    raise ValueError(
+                    raise TraceError(
                         f"replaying {inst.kind} gave {len(produced)} outputs, the trace recorded {len(inst.outputs)}"
                     )
                 for old, new in zip(inst.outputs, produced):
@@ -140,16 +171,30 @@ class Trace:
 
     @staticmethod
     def from_json(text: str) -> Trace:
-        data = json.loads(text)
+        """Load a trace saved by ``to_json``. Nothing in it runs here, and it is checked first:
+        every instruction must name a schedule primitive and hold only plain values and handles,
+        or ``TraceError`` names the instruction at fault (traces travel between machines)."""
+        try:
+            data = json.loads(text)
+        except (TypeError, ValueError) as error:
+            raise TraceError(f"not a tensorir trace: invalid JSON ({error})") from None
         if not isinstance(data, dict) or data.get("version") != 1:
-            raise ValueError("not a tensorir trace (expected a JSON object with version 1)")
-        return Trace([_inst_from_json(item) for item in data["instructions"]])
+            raise TraceError("not a tensorir trace (expected a JSON object with version 1)")
+        items = data.get("instructions")
+        if not isinstance(items, list):
+            raise TraceError("not a tensorir trace: 'instructions' must be a list")
+        return Trace([_inst_from_json(item, position) for position, item in enumerate(items)])
+
+
+@functools.cache
+def _signature(cls: type, kind: str) -> inspect.Signature:
+    return inspect.signature(getattr(cls, kind))
 
 
 def _map(value: Any, rv_map: dict[str, Any]) -> Any:
     if isinstance(value, (BlockRV, LoopRV, ExprRV)):
         if value.rv_name not in rv_map:
-            raise ValueError(f"trace uses {value.rv_name} before an instruction defines it")
+            raise TraceError(f"trace uses {value.rv_name} before an instruction defines it")
         return rv_map[value.rv_name]
     if isinstance(value, list):
         return [_map(v, rv_map) for v in value]
@@ -172,12 +217,23 @@ def _value_to_json(value: Any) -> Any:
 
 def _value_from_json(value: Any) -> Any:
     if isinstance(value, dict):
-        if "rv" in value:
+        if set(value) == {"rv"} and isinstance(value["rv"], str) and _RV_NAME.fullmatch(value["rv"]):
             return _placeholder(value["rv"])
-        return {_value_from_json(k): _value_from_json(v) for k, v in value["dict"]}
+        pairs = value.get("dict") if set(value) == {"dict"} else None
+        if isinstance(pairs, list) and all(isinstance(p, list) and len(p) == 2 for p in pairs):
+            result = {}
+            for k, v in pairs:
+                key = _value_from_json(k)
+                if isinstance(key, (list, dict)):
+                    raise TraceError(f"a dictionary key must be a plain value, got {k!r}")
+                result[key] = _value_from_json(v)
+            return result
+        raise TraceError(f"unexpected object {json.dumps(value)[:80]} (a handle is {{'rv': 'l3'}})")
     if isinstance(value, list):
         return [_value_from_json(v) for v in value]
-    return value
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    raise TraceError(f"unexpected value {value!r}")
 
 
 def _placeholder(name: str) -> Any:
@@ -201,12 +257,36 @@ def _inst_to_json(inst: Instruction) -> dict[str, Any]:
     }
 
 
-def _inst_from_json(item: dict[str, Any]) -> Instruction:
-    return Instruction(
-        kind=item["kind"],
-        args=tuple(_value_from_json(item["args"])),
-        kwargs={k: _value_from_json(v) for k, v in item["kwargs"].items()},
-        outputs=tuple(_placeholder(name) for name in item["outputs"]),
-        output_is_list=item.get("output_is_list", False),
-        decision=_value_from_json(item["decision"]),
-    )
+def _inst_from_json(item: Any, position: int) -> Instruction:
+    def fail(reason: str) -> TraceError:
+        return TraceError(f"instruction {position}: {reason}")
+
+    if not isinstance(item, dict):
+        raise fail(f"expected a JSON object, got {type(item).__name__}")
+    missing = [key for key in ("kind", "args", "kwargs", "outputs") if key not in item]
+    if missing:
+        raise fail(f"missing {', '.join(map(repr, missing))}")
+    kind = item["kind"]
+    if not isinstance(kind, str) or kind not in TRACEABLE_PRIMITIVES:
+        close = difflib.get_close_matches(str(kind), sorted(TRACEABLE_PRIMITIVES), n=1)
+        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        raise fail(f"{kind!r} is not a schedule primitive{hint}")
+    if not isinstance(item["args"], list):
+        raise fail("'args' must be a list")
+    kwargs = item["kwargs"]
+    if not isinstance(kwargs, dict) or not all(isinstance(k, str) and k.isidentifier() for k in kwargs):
+        raise fail("'kwargs' must map argument names to values")
+    outputs = item["outputs"]
+    if not isinstance(outputs, list) or not all(isinstance(n, str) and _RV_NAME.fullmatch(n) for n in outputs):
+        raise fail("'outputs' must be a list of handle names such as 'b0', 'l3', 'v7'")
+    try:
+        return Instruction(
+            kind=kind,
+            args=tuple(_value_from_json(item["args"])),
+            kwargs={k: _value_from_json(v) for k, v in kwargs.items()},
+            outputs=tuple(_placeholder(name) for name in outputs),
+            output_is_list=bool(item.get("output_is_list", False)),
+            decision=_value_from_json(item.get("decision")),
+        )
+    except TraceError as error:
+        raise fail(str(error)) from None
