@@ -1,8 +1,8 @@
 """``Task``: one workload to tune -- an unscheduled program, its target, weight and FLOP count.
 
-    task = Task.from_func(matmul, target="llvm")
-    task.flops            # 2 * 1024**3 for a 1024^3 matmul
-    tasks = extract_tasks(module, "llvm")   # one task per distinct function (weights count repeats)
+task = Task.from_func(matmul, target="llvm")
+task.flops            # 2 * 1024**3 for a 1024^3 matmul
+tasks = extract_tasks(module, "llvm")   # one task per distinct function (weights count repeats)
 """
 
 from __future__ import annotations

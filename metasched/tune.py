@@ -309,4 +309,3 @@ def apply_database(func: PrimFunc, database: Any, target: str | Target = "llvm")
         if tuned is not None:
             return tuned
     return None
-

@@ -236,4 +236,3 @@ class EvolutionarySearch(SearchStrategy):
         for candidate in chosen:
             unique.setdefault(candidate.hash, candidate)
         return list(unique.values())[:size]
-
