@@ -248,15 +248,76 @@ def _parse_llvm(spec: str, values: dict[str, str]) -> Target:
         features.add("neon")  # baseline of every AArch64 CPU
     elif isa == "x86_64":
         features.update(_X86_BASE)
+    if "mcpu" in values:
+        _check_llvm_name(spec, triple, "processor", cpu)
     for item in filter(None, values.get("mattr", "").split(",")):
         name = item.lstrip("+-")
         if not name:
             raise TargetError(f"empty feature in -mattr of {spec!r}")
+        _check_llvm_name(spec, triple, "feature", name)
         if item.startswith("-"):
             features.discard(name)
         else:
             features.add(name)
     return Target("llvm", triple=triple, cpu=cpu, features=frozenset(features), text=spec)
+
+
+_LLVM_HELP_SCRIPT = """
+import llvmlite.binding as llvm
+llvm.initialize_all_targets()
+llvm.Target.from_triple({triple!r}).create_target_machine(cpu="help", features="")
+"""
+
+
+@functools.cache
+def _llvm_names(triple: str) -> dict[str, frozenset[str]]:
+    """The processor and feature names LLVM knows for ``triple``.
+
+    LLVM lists them on stderr when asked for the processor "help"; that listing runs in a child
+    process, because LLVM reports a bad name only as a warning, and some bad combinations abort
+    the process ("LLVM ERROR: 64-bit code requested...") instead of raising.
+    """
+    import subprocess
+    import sys
+
+    try:
+        done = subprocess.run(
+            [sys.executable, "-c", _LLVM_HELP_SCRIPT.format(triple=triple)], capture_output=True, text=True, timeout=60
+        )
+    except (OSError, subprocess.SubprocessError):
+        return {}
+    names: dict[str, set[str]] = {"processor": set(), "feature": set()}
+    section = None
+    for line in (done.stderr + done.stdout).splitlines():
+        if line.startswith("Available CPUs"):
+            section = "processor"
+        elif line.startswith("Available features"):
+            section = "feature"
+        elif section and line.startswith("  ") and line.strip():
+            names[section].add(line.split()[0])
+        elif line.strip() and not line.startswith(" "):
+            section = None if not line.startswith("Available") else section
+    if not names["processor"]:
+        return {}  # no listing (an LLVM that does not print one): nothing to check against
+    return {kind: frozenset(found) for kind, found in names.items()}
+
+
+def _check_llvm_name(spec: str, triple: str, kind: str, name: str) -> None:
+    """Refuse a processor or feature LLVM does not know for the triple, suggesting the closest."""
+    if kind == "processor" and name in ("generic", _host_cpu()):
+        return
+    known = _llvm_names(triple).get(kind)
+    if not known or name in known:
+        return
+    import difflib
+
+    close = difflib.get_close_matches(name, sorted(known), n=3)
+    hint = f"; did you mean {', '.join(map(repr, close))}?" if close else ""
+    option = "-mcpu" if kind == "processor" else "-mattr"
+    raise TargetError(
+        f"{option}: {name!r} is not a {kind} LLVM knows for {triple} in {spec!r}{hint} "
+        f"(it knows {len(known)}: {', '.join(sorted(known)[:8])}, ...)"
+    )
 
 
 def _parse_cuda(spec: str, values: dict[str, str]) -> Target:
