@@ -146,6 +146,9 @@ class StmtParser:
     def make_buffer(self, call: ast.Call, name: str, marker: str, params: list[str], usage: str, span: Span) -> Buffer:
         bound, _ = self.exprs.bind(call, marker, params, 1, usage)
         shape = self.extents(bound["shape"], "buffer dimension")
+        for dim, node in zip(shape, _shape_nodes(bound["shape"], len(shape))):
+            if isinstance(dim, IntImm) and dim.value < 0:
+                self.fail(node, f"a buffer dimension must not be negative, got {dim.value}", "sizes >= 0")
         dtype = self.exprs.dtype_arg(bound["dtype"]) if "dtype" in bound else as_dtype("float32")
         scope = "global"
         if "scope" in bound:
@@ -591,3 +594,11 @@ class StmtParser:
 
     def parse_block(self, node: ast.With, call: ast.Call, is_root: bool) -> BlockRealize:
         raise NotImplementedError
+
+
+def _shape_nodes(node: ast.expr, count: int) -> list[ast.expr]:
+    """The syntax node of each dimension of a shape, for error positions (the whole shape when
+    it is not written out as a tuple)."""
+    if isinstance(node, (ast.Tuple, ast.List)) and len(node.elts) == count:
+        return list(node.elts)
+    return [node] * count

@@ -269,7 +269,10 @@ def script(func: Callable[..., Any]) -> PrimFunc:
         # (one more line) instead, which keeps its columns.
         dedented = "if True:\n" + dedented
         line_offset -= 1
-    tree = ast.parse(dedented, filename=filename)
+    try:
+        tree = ast.parse(dedented, filename=filename)
+    except RecursionError:
+        raise _too_deep(source, filename) from None
     _shift_positions(tree, line_offset, indent)
     fdef = next((n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef) and n.name == func.__name__), None)
     if fdef is None:
@@ -295,6 +298,8 @@ def script(func: Callable[..., Any]) -> PrimFunc:
         # The message already points into the user's source; the parser's own frames
         # would only bury it.
         raise error.with_traceback(None) from None
+    except RecursionError:
+        raise _too_deep(source, filename) from None
 
 
 #: TVM's name for the decorator.
@@ -320,6 +325,21 @@ def parse(text: str, filename: str = "<string>") -> PrimFunc | IRModule:
         return _parse_text(text, filename)
     except ScriptError as error:
         raise error.with_traceback(None) from None
+    except RecursionError:
+        raise _too_deep(Source.from_text(text, filename), filename) from None
+
+
+def _too_deep(source: Source, filename: str) -> ScriptError:
+    """Python's parser (and ours) recurse once per operator: a sum of thousands of terms
+    exhausts the stack. Say so instead of a RecursionError from deep inside."""
+    # The longest line is the likeliest culprit.
+    line = max(source.lines, key=lambda n: len(source.lines[n])) if source.lines else 1
+    return ScriptError(
+        source,
+        Span(filename, line, 0, line, 1),
+        "the program nests too deeply to parse (an expression of thousands of terms, or blocks nested hundreds deep)",
+        "shorter expressions: accumulate a long sum over a loop or in several statements",
+    )
 
 
 def _parse_text(text: str, filename: str) -> PrimFunc | IRModule:

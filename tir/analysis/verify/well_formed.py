@@ -106,6 +106,9 @@ class _Scopes:
     def shape_vars(self, buffer: Buffer, define_new: bool) -> list[Var]:
         """Check (or, for match_buffer views, define) the variables of a buffer's shape."""
         new: list[Var] = []
+        negative = [dim.value for dim in buffer.shape if isinstance(dim, IntImm) and dim.value < 0]
+        if negative:
+            self.report((id(buffer), 3), f"buffer {buffer.name} has a negative dimension ({negative[0]})")
         for expr in (*buffer.shape, *buffer.strides, *([buffer.elem_offset] if buffer.elem_offset is not None else [])):
             for var in _free_vars(expr).values():
                 if id(var) in self.vars:
