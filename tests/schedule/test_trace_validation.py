@@ -104,3 +104,9 @@ def test_a_handle_from_another_schedule_is_refused_but_copies_share_handles() ->
     copy = first.copy()
     copy.split(loop, [None, 4])  # a copy continues the same schedule: its handles stay valid
     assert len(copy.trace) == len(first.trace) + 1
+
+
+def test_an_unknown_block_name_suggests_the_closest() -> None:
+    sch = Schedule(scale)
+    with pytest.raises(tir.ScheduleError, match=r"no such block .* did you mean 'B'\?"):
+        sch.get_block("b")

@@ -14,6 +14,7 @@ the trace. The methods live in one mixin class per primitive family, combined he
 
 from __future__ import annotations
 
+import difflib
 import random
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -135,8 +136,12 @@ class ScheduleBase:
             self._check_owner(block, primitive)
         realize = self.index.blocks.get(name)
         if realize is None:
+            close = difflib.get_close_matches(name, [n for n in self.index.blocks if n != "root"], n=3)
+            hint = f"; did you mean {', '.join(map(repr, close))}?" if close else ""
             raise ScheduleError(
-                primitive, f"block {name!r}", "no such block in the current program (removed or renamed by an earlier step?)"
+                primitive,
+                f"block {name!r}",
+                f"no such block in the current program (removed or renamed by an earlier step?){hint}",
             )
         return realize
 
