@@ -136,7 +136,8 @@ class ScheduleBase:
             self._check_owner(block, primitive)
         realize = self.index.blocks.get(name)
         if realize is None:
-            close = difflib.get_close_matches(name, [n for n in self.index.blocks if n != "root"], n=3)
+            names = {n.lower(): n for n in self.index.blocks if n != "root"}
+            close = [names[n] for n in difflib.get_close_matches(name.lower(), list(names), n=3)]
             hint = f"; did you mean {', '.join(map(repr, close))}?" if close else ""
             raise ScheduleError(
                 primitive,
