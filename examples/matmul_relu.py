@@ -1,4 +1,4 @@
-"""Matrix multiplication followed by ReLU: the program of DESIGN.md section 4, at 16 x 16.
+"""Matrix multiplication followed by ReLU: the program of docs/design.md section 4, at 16 x 16.
 
 Two blocks: ``C`` reduces into an intermediate buffer allocated with ``T.alloc_buffer``,
 ``D`` applies ``max(x, 0)``. The first block binds its axes with ``T.remap``; the second

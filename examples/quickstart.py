@@ -2,7 +2,7 @@
 
     python examples/quickstart.py
 
-The kernel is a matrix multiplication followed by ReLU (DESIGN.md section 4). ``@T.script``
+The kernel is a matrix multiplication followed by ReLU (docs/design.md section 4). ``@T.script``
 does not run the function: it reads its source and builds a ``tir.PrimFunc``, a program of
 loops and blocks that later steps schedule, compile and tune. ``tir.interpret`` runs it on
 numpy arrays, slowly and simply, as the reference every other backend is checked against.

@@ -1,4 +1,4 @@
-"""The public names of DESIGN section 2 exist and behave as described there."""
+"""The public names of docs/design.md section 2 exist and behave as described there."""
 
 from __future__ import annotations
 

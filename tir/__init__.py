@@ -1,6 +1,6 @@
 """tir: tensor programs as blocks and loops, transformed by schedule primitives.
 
-Public names (DESIGN section 2)::
+Public names (docs/design.md section 2)::
 
     import tir
     import tir.script as T

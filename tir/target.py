@@ -133,7 +133,7 @@ class Target:
         """Cores of this machine (CPU targets): the thread count parallel loops use by default."""
         return (os.cpu_count() or 1) if self.is_cpu else 1
 
-    # CUDA limits (DESIGN section 6 uses them in the validator).
+    # CUDA limits (docs/design.md section 6 uses them in the validator).
     @property
     def compute_capability(self) -> int:
         if not self.is_cuda:

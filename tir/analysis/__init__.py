@@ -1,7 +1,7 @@
 """Program analyses: block read/write region inference and the validator.
 
 ``infer_block_access(block)`` gives a block's read and write regions; ``verify(func, target)``
-lists the rules a program breaks (DESIGN section 6; see ``tir.analysis.verify``), and
+lists the rules a program breaks (docs/design.md section 6; see ``tir.analysis.verify``), and
 ``verify_or_raise`` raises ``VerificationError`` listing them.
 """
 

@@ -9,7 +9,7 @@ from tir.ir.dtype import DataType, as_dtype
 from tir.ir.expr import ExprLike, IntImm, IterKind, PrimExpr, Var, convert
 from tir.ir.node import Node
 
-#: Storage scopes the language knows (DESIGN section 3 and the CUDA intrinsics).
+#: Storage scopes the language knows (docs/design.md section 3 and the CUDA intrinsics).
 KNOWN_SCOPES = (
     "global",
     "shared",

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 _KINDS = ("int", "uint", "float", "bfloat", "bool", "handle")
 _NAME_RE = re.compile(r"^(int|uint|float|bfloat|bool|handle)(\d*)(?:x(\d+))?$")
 
-#: The scalar dtypes the language supports (DESIGN section 3).
+#: The scalar dtypes the language supports (docs/design.md section 3).
 SCALAR_DTYPES = (
     "bool",
     "int8",

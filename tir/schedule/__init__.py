@@ -1,4 +1,4 @@
-"""Schedules: handles, primitives, traces (DESIGN section 5)."""
+"""Schedules: handles, primitives, traces (docs/design.md section 5)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The validator: does a program obey TensorIR's rules? (DESIGN section 6)
+"""The validator: does a program obey TensorIR's rules? (docs/design.md section 6)
 
     problems = tir.analysis.verify(func, target=None)   # [Violation, ...]; empty when valid
     tir.analysis.verify_or_raise(func, "cuda -arch=sm_80")  # raises VerificationError
