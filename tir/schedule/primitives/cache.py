@@ -291,8 +291,10 @@ def cache_read(
     read (their read regions, relaxed over the loops of that scope, kept inside the buffer; a
     dimension whose bounds read memory is copied whole). The copy goes right before
     the top-level statement of the scope that holds the first consumer; the consumers (by
-    default the block itself, else ``consumer_names``) then read the copy. Returns the new
-    block's name. Move the copy with ``compute_at`` to make it tile-local.
+    default the block itself, else ``consumer_blocks``: handles or names; the pure function
+    takes their names as ``consumer_names``) then read the copy. Returns the new block (a
+    ``BlockRV``; the pure function returns its name). Move the copy with ``compute_at`` to make
+    it tile-local.
 
     Preconditions: the index names a buffer the block reads; the scope is known; every consumer
     reads the buffer, none writes it, all are in the same block scope (not the root, not an
