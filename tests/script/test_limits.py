@@ -58,3 +58,19 @@ def test_negative_buffer_dimensions_are_reported_by_the_validator() -> None:
     broken = func.replace(params=(bad, func.params[1]), body=Swap().visit(func.body))
     messages = [v.message for v in tir.analysis.verify(broken)]
     assert "buffer A has a negative dimension (-3)" in messages
+
+
+def test_the_interpreter_runs_loop_nests_deeper_than_pythons_indentation_limit() -> None:
+    import numpy as np
+
+    func = tir.parse(HEADER + "            B[vi] = A[vi] * 2.0\n")
+    sch = tir.Schedule(func)
+    (loop,) = sch.get_loops(sch.get_block("B"))
+    sch.split(loop, [None] + [1] * 130)  # 131 nested loops
+    a = np.arange(4, dtype=np.float32)
+    b = np.zeros(4, np.float32)
+    tir.interpret(sch.func, a, b)
+    np.testing.assert_array_equal(b, a * 2)
+    b[:] = 0
+    tir.build(sch.func, "llvm")(a, b)
+    np.testing.assert_array_equal(b, a * 2)

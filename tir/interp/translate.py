@@ -70,6 +70,24 @@ from tir.ir.ops import is_tile_op, tile_accesses
 #: CPython refuses more than 20 nested loops in one function; deeper loops move into a
 #: nested function (``def _partN(): ...; _partN()``), which starts a fresh count.
 _MAX_LOOP_DEPTH = 16
+#: Indentation from which statements go to a module-level function (Python allows 100 levels).
+_MAX_INDENT = 80
+
+
+def _free_names(source: str, known_globals: set[str]) -> list[str]:
+    """Names a function's source reads but binds nowhere and that are not globals or builtins."""
+    import ast
+    import builtins
+
+    tree = ast.parse(source)
+    loaded: set[str] = set()
+    bound: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name):
+            (loaded if isinstance(node.ctx, ast.Load) else bound).add(node.id)
+        elif isinstance(node, (ast.FunctionDef, ast.arg)):
+            bound.add(node.name if isinstance(node, ast.FunctionDef) else node.arg)
+    return sorted(loaded - bound - known_globals - set(dir(builtins)))
 
 _ARITH_OPS = {Add: "+", Sub: "-", Mul: "*"}
 _COMPARE_OPS = {EQ: "==", NE: "!=", LT: "<", LE: "<=", GT: ">", GE: ">="}
@@ -148,6 +166,8 @@ class Translator:
         self.func = func
         self.poison = poison
         self.lines: list[str] = []
+        #: Module-level functions for statements nested too deeply to emit in place.
+        self.outlined: list[str] = []
         self.indent = 0
         self.loop_depth = 0
         self.counter = 0
@@ -218,6 +238,11 @@ class Translator:
 
     def body(self, stmt: Stmt) -> None:
         """Emit ``stmt`` one level deeper; an empty body becomes ``pass``."""
+        if self.indent >= _MAX_INDENT:
+            self.indent += 1
+            self._outline(stmt)
+            self.indent -= 1
+            return
         self.indent += 1
         start = len(self.lines)
         self.stmt(stmt)
@@ -255,7 +280,7 @@ class Translator:
         self.line(f"def {self.entry_name}({', '.join(params)}):")
         self.line(f"    # PrimFunc {func.name!r}, translated by tir.interp")
         self.body(func.body)
-        self.source = "\n".join(self.lines) + "\n"
+        self.source = "\n".join(self.outlined + self.lines) + "\n"
         return self.source
 
     # ------------------------------------------------------------ statements
@@ -323,6 +348,23 @@ class Translator:
         self.body(stmt)
         self.line(f"{name}()")
         self.loop_depth = saved_depth
+
+    def _outline(self, stmt: Stmt) -> None:
+        """Emit ``stmt`` as a module-level function called from here: Python's tokenizer allows
+        only 100 levels of indentation, and a nested ``def`` still counts its enclosing ones.
+        The function takes the enclosing locals it reads as parameters (found by parsing it:
+        identifiers are unique, so a name it reads but never binds comes from outside)."""
+        name = f"_part{self.counter + 1}x"
+        self.counter += 1
+        saved = self.lines, self.indent, self.loop_depth
+        self.lines, self.indent, self.loop_depth = [], 0, 0
+        self.line(f"def {name}():")
+        self.body(stmt)
+        inner, (self.lines, self.indent, self.loop_depth) = self.lines, saved
+        free = _free_names("\n".join(inner), set(self.namespace) | {name})
+        inner[0] = f"def {name}({', '.join(free)}):"
+        self.outlined.extend(inner)
+        self.line(f"{name}({', '.join(free)})")
 
     def _stmt_BufferStore(self, stmt: BufferStore) -> None:
         buffer = stmt.buffer
