@@ -67,6 +67,19 @@ broadcast = _m["broadcast"]
 allocate = _m["allocate"]
 let = _m["let"]
 
+# TVM's spellings (TVMScript as TVM prints it; docs/dialect.md has the table).
+Cast = _m["Cast"]
+Select = _m["Select"]
+min_value = _m["min_value"]
+max_value = _m["max_value"]
+shift_left = _m["shift_left"]
+shift_right = _m["shift_right"]
+ceildiv = _m["ceildiv"]
+likely = _m["likely"]
+sblock = _m["sblock"]
+sblock_alloc_buffer = _m["sblock_alloc_buffer"]
+sblock_attr = _m["sblock_attr"]
+
 
 def _op(name: str) -> dialect.Marker:
     marker = dialect.op_marker(name)
@@ -113,6 +126,17 @@ def __getattr__(name: str) -> Any:
 
 __all__ = [
     "Buffer",
+    "Cast",
+    "Select",
+    "ceildiv",
+    "likely",
+    "max_value",
+    "min_value",
+    "sblock",
+    "sblock_alloc_buffer",
+    "sblock_attr",
+    "shift_left",
+    "shift_right",
     "ScriptError",
     "abs",
     "alloc_buffer",

@@ -133,12 +133,29 @@ MARKERS.update(
         "broadcast",
         "allocate",
         "let",
+        "Cast",
+        "min_value",
+        "max_value",
+        "shift_left",
+        "shift_right",
+        "ceildiv",
+        "likely",
     )
 )
 MARKERS["Buffer"] = BufferMarker("Buffer", ANNOTATION)
 MARKERS["handle"] = Marker("handle", ANNOTATION)
 for _dtype_name in SCALAR_DTYPES:
     MARKERS[_dtype_name] = DTypeMarker(_dtype_name)
+
+#: The names TVM 0.27 prints for blocks (``s_tir``): the same markers under a second name.
+TVM_ALIASES = {
+    "sblock": "block",
+    "sblock_alloc_buffer": "alloc_buffer",
+    "sblock_attr": "block_attr",
+    "Select": "select",
+}
+for _alias, _name in TVM_ALIASES.items():
+    MARKERS[_alias] = MARKERS[_name]
 
 #: Markers of registered operations (``tir.ir.ops``), created on first use so that ops
 #: registered later (target intrinsics) are reachable as ``T.<op>`` too.

@@ -182,6 +182,8 @@ class BlockParser(StmtParser):
         if frame.is_root:
             self.fail(call, "the root block has no iterators", f'{usage} inside `with T.block("name"):`')
         bound, loops = self.exprs.bind(call, "remap", ["kinds"], 1, usage, variadic=True)
+        if len(loops) == 1 and isinstance(loops[0], (ast.List, ast.Tuple)):
+            loops = list(loops[0].elts)  # TVM's T.axis.remap("SSR", [i, j, k])
         kinds = self.exprs.string(bound["kinds"], "the T.remap kinds")
         for position, letter in enumerate(kinds):
             if letter not in _REMAP_KINDS:

@@ -13,7 +13,7 @@ import builtins
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from tir.ir.buffer import Buffer
-from tir.ir.dtype import BOOL
+from tir.ir.dtype import BOOL, DataType
 from tir.ir.expr import (
     BinaryOp,
     Broadcast,
@@ -28,6 +28,7 @@ from tir.ir.expr import (
     Ramp,
     Select,
     StringImm,
+    const,
 )
 from tir.ir.ops import OpInfo, get_op
 from tir.script import dialect
@@ -191,6 +192,27 @@ class CallMixin:
             )
         return Cast(dtype, value)
 
+    def call_Cast(self, node: ast.Call) -> PrimExpr:
+        """TVM's ``T.Cast(dtype, value)``: ``T.cast`` with the arguments the other way round."""
+        bound, _ = self.bind(node, "Cast", ["dtype", "value"], 2, 'T.Cast("int64", x)')
+        dtype = self.dtype_arg(bound["dtype"])
+        value = self.prim(bound["value"])
+        if value.dtype.lanes != dtype.lanes:
+            self.fail(
+                node, f"T.Cast from {value.dtype} to {dtype} changes the number of lanes", "a dtype with the same lanes"
+            )
+        return Cast(dtype, value)
+
+    def call_min_value(self, node: ast.Call) -> PrimExpr:
+        bound, _ = self.bind(node, "min_value", ["dtype"], 1, 'T.min_value("float32")')
+        dtype = self.dtype_arg(bound["dtype"])
+        return const(_lowest(dtype), dtype)
+
+    def call_max_value(self, node: ast.Call) -> PrimExpr:
+        bound, _ = self.bind(node, "max_value", ["dtype"], 1, 'T.max_value("int8")')
+        dtype = self.dtype_arg(bound["dtype"])
+        return const(_highest(dtype), dtype)
+
     def call_select(self, node: ast.Call) -> PrimExpr:
         bound, _ = self.bind(node, "select", ["cond", "true_value", "false_value"], 3, USAGE["select"])
         cond = self.condition(bound["cond"], "T.select")
@@ -221,6 +243,38 @@ class CallMixin:
 
     def call_floormod(self, node: ast.Call) -> PrimExpr:
         return self._int_binary(node, "floormod", FloorMod, False)
+
+    def _shift(self, node: ast.Call, name: str) -> tuple[PrimExpr, int]:
+        bound, _ = self.bind(node, name, ["a", "b"], 2, f"T.{name}(x, 2)")
+        value = self.prim(bound["a"])
+        if not value.dtype.element.is_integer:
+            self.fail(node, f"T.{name} needs an integer operand, got {value.dtype}", "an integer")
+        amount = self.python_int(bound["b"], "the shift amount")
+        if not 0 <= amount < value.dtype.bits:
+            self.fail(bound["b"], f"shift by {amount} of a {value.dtype}", f"a constant in [0, {value.dtype.bits})")
+        return value, amount
+
+    def call_shift_left(self, node: ast.Call) -> PrimExpr:
+        """TVM's ``T.shift_left(x, c)`` with a constant ``c``: ``x * 2**c`` (the same bits)."""
+        value, amount = self._shift(node, "shift_left")
+        return value * const(1 << amount, value.dtype) if amount else value
+
+    def call_shift_right(self, node: ast.Call) -> PrimExpr:
+        """``T.shift_right(x, c)``, arithmetic for signed integers: ``floordiv(x, 2**c)``."""
+        value, amount = self._shift(node, "shift_right")
+        return FloorDiv(value, const(1 << amount, value.dtype)) if amount else value
+
+    def call_ceildiv(self, node: ast.Call) -> PrimExpr:
+        bound, _ = self.bind(node, "ceildiv", ["a", "b"], 2, "T.ceildiv(n, 4)")
+        a, b = self.unify(self.value(bound["a"]), bound["a"], self.value(bound["b"]), bound["b"], "T.ceildiv", node)
+        if not a.dtype.element.is_integer:
+            self.fail(node, f"T.ceildiv needs integer operands, got {a.dtype}", "integers")
+        return FloorDiv(a + b - const(1, b.dtype), b)
+
+    def call_likely(self, node: ast.Call) -> PrimExpr:
+        """TVM's branch hint ``T.likely(cond)``: the condition itself."""
+        bound, _ = self.bind(node, "likely", ["cond"], 1, "T.likely(i < n)")
+        return self.condition(bound["cond"], "T.likely")
 
     def lanes(self, node: ast.expr) -> int:
         lanes = self.python_int(node, "the number of lanes")
@@ -350,3 +404,25 @@ class CallMixin:
         if info.dtype_rule == "bool":
             dtype = BOOL.with_lanes(dtype.lanes)
         return Call(dtype, name, tuple(args))
+
+
+def _lowest(dtype: DataType) -> int | float:
+    """TVM's ``min_value``: the most negative finite value (floats too, not -inf)."""
+    if dtype.is_float:
+        import numpy as np
+
+        return float(np.finfo(_numpy_float(dtype)).min)
+    return dtype.min_value()
+
+
+def _highest(dtype: DataType) -> int | float:
+    if dtype.is_float:
+        import numpy as np
+
+        return float(np.finfo(_numpy_float(dtype)).max)
+    return dtype.max_value()
+
+
+def _numpy_float(dtype: DataType) -> str:
+    # bfloat16 has float32's range; numpy has no bfloat16.
+    return {16: "float16", 32: "float32", 64: "float64"}[dtype.bits] if dtype.kind != "bfloat" else "float32"

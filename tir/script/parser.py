@@ -47,9 +47,16 @@ class FunctionParser(BlockParser):
     def parse_function(self, node: ast.FunctionDef, check_decorators: bool) -> PrimFunc:
         if check_decorators:
             for decorator in node.decorator_list:
+                options: list[ast.keyword] = []
+                if isinstance(decorator, ast.Call) and not decorator.args:
+                    options = decorator.keywords
+                    decorator = decorator.func
                 value = self.marker_of(decorator)
                 if value not in (script, prim_func):
                     self.fail(decorator, "unknown decorator", "@T.script (or @T.prim_func), or no decorator")
+                for option in options:
+                    if option.arg not in _PRIM_FUNC_OPTIONS:
+                        self.fail(option, f"unknown @T.prim_func option {option.arg!r}", "private=, s_tir= or none")
         args = node.args
         for extra, what in ((args.vararg, "*args"), (args.kwarg, "**kwargs")):
             if extra is not None:
@@ -302,8 +309,18 @@ def script(func: Callable[..., Any]) -> PrimFunc:
         raise _too_deep(source, filename) from None
 
 
-#: TVM's name for the decorator.
-prim_func = script
+def prim_func(
+    func: Callable[..., Any] | None = None, *, private: bool = False, s_tir: bool = False, check_well_formed: bool = True
+) -> Any:
+    """TVM's name for ``@T.script``; also ``@T.prim_func(private=True)`` and ``(s_tir=True)``,
+    whose options change nothing here (every function is one PrimFunc)."""
+    if func is None:
+        return script
+    return script(func)
+
+
+#: Keyword arguments ``@T.prim_func(...)`` accepts (TVM's; none changes the program).
+_PRIM_FUNC_OPTIONS = frozenset({"private", "s_tir", "check_well_formed"})
 
 
 def _dialect_env() -> dict[str, Any]:
@@ -312,6 +329,7 @@ def _dialect_env() -> dict[str, Any]:
     names["script"] = script
     names["prim_func"] = prim_func
     names["T"] = module
+    names["I"] = importlib.import_module("tir.script.ir")
     return names
 
 
@@ -359,6 +377,8 @@ def _parse_text(text: str, filename: str) -> PrimFunc | IRModule:
             if node.name in functions:
                 raise script_error(source, node, f"function '{node.name}' is defined twice", "distinct function names")
             functions[node.name] = FunctionParser(source, env).parse_function(node, check_decorators=True)
+        elif isinstance(node, ast.ClassDef):
+            return _parse_ir_module(node, source, env)
         elif isinstance(node, (ast.Import, ast.ImportFrom)):
             _run_import(node, module_names, source)
         elif isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
@@ -381,8 +401,48 @@ def _parse_text(text: str, filename: str) -> PrimFunc | IRModule:
     return IRModule(functions)
 
 
+def _parse_ir_module(node: ast.ClassDef, source: Source, env: Env) -> IRModule:
+    """``@I.ir_module class Module:`` holding ``@T.prim_func`` functions (TVM's form)."""
+    from tir.script.ir import ir_module
+
+    checker = FunctionParser(source, env)
+    if len(node.decorator_list) != 1 or checker.marker_of(node.decorator_list[0]) is not ir_module:
+        raise script_error(source, node, "a class must be decorated with @I.ir_module", "@I.ir_module class Module:")
+    functions: dict[str, PrimFunc] = {}
+    for item in node.body:
+        if isinstance(item, ast.FunctionDef):
+            if item.name in functions:
+                raise script_error(source, item, f"function '{item.name}' is defined twice", "distinct function names")
+            functions[item.name] = FunctionParser(source, env).parse_function(item, check_decorators=True)
+        elif isinstance(item, ast.Expr) and isinstance(item.value, ast.Constant) and isinstance(item.value.value, str):
+            continue
+        else:
+            raise script_error(source, item, "an @I.ir_module class holds only functions", "@T.prim_func def ...")
+    if not functions:
+        raise script_error(source, node, "the @I.ir_module class has no function", "@T.prim_func def main(...):")
+    return IRModule(functions)
+
+
+#: TVM's script modules, as imported in its printed programs, and what stands for them here.
+_TVM_MODULES = {"tvm.script.tir": "tir.script", "tvm.script.ir": "tir.script.ir", "tvm.tir": "tir.script"}
+
+
 def _run_import(node: ast.Import | ast.ImportFrom, names: dict[str, Any], source: Source) -> None:
-    """Imports of ``tir`` modules (``import tir.script as T``); anything else is an error."""
+    """Imports of ``tir`` modules (``import tir.script as T``) and of TVM's script modules
+    (``from tvm.script import tir as T, ir as I``); anything else is an error."""
+    if isinstance(node, ast.ImportFrom) and node.module in ("tvm.script", "tvm"):
+        for alias in node.names:
+            target = _TVM_MODULES.get(f"{node.module}.{alias.name}")
+            if target is None:
+                raise script_error(
+                    source, node, f"{node.module}.{alias.name} has no counterpart here", "from tvm.script import tir as T"
+                )
+            names[alias.asname or alias.name] = importlib.import_module(target)
+        return
+    if isinstance(node, ast.Import) and all(alias.name in _TVM_MODULES and alias.asname for alias in node.names):
+        for alias in node.names:
+            names[alias.asname] = importlib.import_module(_TVM_MODULES[alias.name])  # type: ignore[index]
+        return
     modules = [alias.name for alias in node.names] if isinstance(node, ast.Import) else [node.module or ""]
     for module_name in modules:
         if module_name != "tir" and not module_name.startswith("tir.") and module_name != "__future__":

@@ -1,0 +1,147 @@
+"""TVMScript as TVM writes it parses here (issue 18, part 2): the classic forms, the forms TVM 0.27
+prints (``T.sblock``), ``@I.ir_module`` classes, and a TVM-printed tuned GEMM that builds and runs."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import tir
+from tir.script.diagnostics import ScriptError
+
+HERE = Path(__file__).parent / "tvmscript"
+
+CLASSIC = '''
+from tvm.script import tir as T
+
+@T.prim_func
+def main(a: T.handle, b: T.handle, c: T.handle):
+    T.func_attr({"global_symbol": "main", "tir.noalias": True})
+    A = T.match_buffer(a, [64, 32])
+    B = T.match_buffer(b, [48, 32])
+    C = T.match_buffer(c, [64, 48])
+    for i, j, k in T.grid(64, 48, 32):
+        with T.block("update"):
+            vi, vj, vk = T.axis.remap("SSR", [i, j, k])
+            with T.init():
+                C[vi, vj] = T.float32(0)
+            C[vi, vj] = C[vi, vj] + A[vi, vk] * B[vj, vk]
+'''
+
+S_TIR = '''
+from tvm.script import tir as T
+
+@T.prim_func(s_tir=True)
+def main(A: T.Buffer((8, 16), "float32"), B: T.Buffer((8,), "float32")):
+    with T.sblock("root"):
+        T.reads()
+        T.writes()
+        S = T.sblock_alloc_buffer((8,), "float32")
+        for i, k in T.grid(8, 16):
+            with T.sblock("S"):
+                vi = T.axis.S(8, i)
+                vk = T.axis.R(16, k)
+                T.reads(A[vi, vk])
+                T.writes(S[vi])
+                T.sblock_attr({"meta_schedule.random_compute_producer": 1})
+                with T.init():
+                    S[vi] = T.float32(0)
+                S[vi] = S[vi] + A[vi, vk]
+        for i in T.serial(8):
+            with T.sblock("B"):
+                vi = T.axis.spatial(8, i)
+                B[vi] = T.Select(S[vi] > T.float32(0), S[vi], T.float32(0))
+'''
+
+MODULE = '''
+from tvm.script import ir as I
+from tvm.script import tir as T
+
+@I.ir_module
+class Module:
+    @T.prim_func(private=True)
+    def double(A: T.Buffer((8,), "int32"), B: T.Buffer((8,), "int32")):
+        for i in range(8):
+            with T.block("B"):
+                vi = T.axis.spatial(8, i)
+                B[vi] = T.shift_left(A[vi], 1) + T.shift_right(A[vi], 2)
+
+    @T.prim_func
+    def clamp(A: T.Buffer((8,), "int8"), B: T.Buffer((8,), "float32")):
+        for i in range(8):
+            with T.block("B"):
+                vi = T.axis.spatial(8, i)
+                B[vi] = T.max(T.Cast("float32", A[vi]), T.min_value("float32")) + T.Cast(
+                    "float32", T.max_value("int8") - T.int8(-3) * T.int8(0)
+                )
+'''
+
+
+def test_classic_tvmscript_with_handles_and_list_remap() -> None:
+    func = tir.parse(CLASSIC)
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal((64, 32), dtype=np.float32)
+    b = rng.standard_normal((48, 32), dtype=np.float32)
+    c = np.zeros((64, 48), np.float32)
+    tir.build(func, "llvm")(a, b, c)
+    np.testing.assert_allclose(c, a @ b.T, rtol=1e-4, atol=1e-4)
+
+
+def test_the_forms_tvm_0_27_prints() -> None:
+    func = tir.parse(S_TIR)
+    a = np.random.default_rng(1).standard_normal((8, 16), dtype=np.float32)
+    b = np.zeros(8, np.float32)
+    tir.interpret(func, a, b)
+    np.testing.assert_allclose(b, np.maximum(a.sum(1), 0), rtol=1e-5, atol=1e-5)
+    assert "T.block(" in func.script() and "sblock" not in func.script()  # printed in our own form
+    assert tir.structural_equal(tir.parse(func.script()), func)
+
+
+def test_ir_module_class_with_typed_constants_casts_and_shifts() -> None:
+    mod = tir.parse(MODULE)
+    assert isinstance(mod, tir.IRModule) and sorted(mod.functions) == ["clamp", "double"]
+    a = np.arange(-4, 4, dtype=np.int32)
+    b = np.zeros(8, np.int32)
+    tir.build(mod.functions["double"], "llvm")(a, b)
+    np.testing.assert_array_equal(b, (a << 1) + (a >> 2))
+    a8 = np.arange(-4, 4, dtype=np.int8)
+    f = np.zeros(8, np.float32)
+    tir.interpret(mod.functions["clamp"], a8, f)
+    np.testing.assert_array_equal(f, a8.astype(np.float32) + 127)
+
+
+def test_ir_module_decorator_at_python_run_time() -> None:
+    import tir.script as T
+    from tir.script import ir as I
+
+    source = HERE / "runtime_module.py.txt"
+    namespace: dict = {"T": T, "I": I}
+    exec(compile(source.read_text(), str(source), "exec"), namespace)
+    module = namespace["Module"]
+    assert isinstance(module, tir.IRModule) and list(module.functions) == ["main"]
+
+
+def test_a_tvm_printed_tuned_gemm_parses_builds_and_matches_numpy() -> None:
+    mod = tir.parse((HERE / "tuned_gemm.tvm.txt").read_text())
+    func = mod.functions["main"]
+    assert tir.analysis.verify(func) == []
+    rng = np.random.default_rng(2)
+    a, b = rng.standard_normal((2, 128, 128), dtype=np.float32)
+    c = np.zeros((128, 128), np.float32)
+    tir.build(func, "llvm")(a, b, c)
+    np.testing.assert_allclose(c, a @ b, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("from tvm.script import relax as R\n", "tvm.script.relax has no counterpart here"),
+        ("import tir.script as T\n@T.prim_func(inline=True)\ndef f():\n    pass\n", "unknown @T.prim_func option 'inline'"),
+        ("import tir.script as T\nclass M:\n    pass\n", "must be decorated with @I.ir_module"),
+    ],
+)
+def test_unsupported_tvm_forms_get_a_clear_error(text: str, message: str) -> None:
+    with pytest.raises(ScriptError, match=message):
+        tir.parse(text)
