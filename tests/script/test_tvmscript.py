@@ -145,3 +145,18 @@ def test_a_tvm_printed_tuned_gemm_parses_builds_and_matches_numpy() -> None:
 def test_unsupported_tvm_forms_get_a_clear_error(text: str, message: str) -> None:
     with pytest.raises(ScriptError, match=message):
         tir.parse(text)
+
+
+def test_schedule_keywords_tvm_users_type() -> None:
+    mod = tir.parse(MODULE)
+    sch = tir.Schedule(mod, func_name="double")
+    sch.work_on("clamp")  # before any primitive: switches
+    block = sch.get_block("B", func_name="clamp")
+    assert sch.get(block).name == "B"
+    (loop,) = sch.get_loops(block)
+    assert sch.get(loop).extent.value == 8
+    with pytest.raises(tir.ScheduleError, match="a schedule holds one function"):
+        sch.work_on("double")
+    with pytest.raises(tir.ScheduleError, match=r"no such function; the module has \['clamp', 'double'\]"):
+        sch.get_block("B", func_name="missing")
+    assert list(sch.mod.functions) == ["clamp"]

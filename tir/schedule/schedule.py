@@ -46,6 +46,7 @@ class ScheduleBase:
         if not isinstance(func.body, BlockRealize):
             raise ValueError(f"function {func.name!r} has no root block; schedule programs before lowering them")
         self._func = func
+        self._module = func_or_mod if isinstance(func_or_mod, IRModule) else None
         self._index: TreeIndex | None = None
         self.seed = seed
         self.rng = random.Random(seed)
@@ -214,12 +215,39 @@ class ScheduleBase:
 
     # ---------------------------------------------------------------- queries
 
-    def get_block(self, name: str) -> BlockRV:
-        """The block named ``name``."""
+    def get_block(self, name: str, func_name: str | None = None) -> BlockRV:
+        """The block named ``name``. ``func_name`` (TVM's argument) must name this schedule's
+        function when given."""
+        if func_name is not None:
+            self.work_on(func_name)
         self.resolve_block(name, "get_block")
         rv = self.block_rv(name)
         self._record("get_block", (name,), {}, rv)
         return rv
+
+    def work_on(self, func_name: str) -> None:
+        """TVM's ``work_on``: choose the function of a module to schedule. A schedule holds one
+        function; this switches to another of the module it was made from only before the first
+        primitive, and otherwise just checks the name."""
+        if func_name == self._func.name:
+            return
+        others = sorted(self._module.functions) if self._module is not None else [self._func.name]
+        if self._module is None or func_name not in self._module.functions:
+            raise ScheduleError("work_on", f"function {func_name!r}", f"no such function; the module has {others}")
+        if len(self.trace):
+            raise ScheduleError(
+                "work_on", f"function {func_name!r}", "a schedule holds one function: make a new Schedule for another"
+            )
+        self._func = self._module.functions[func_name]
+        self._index = None
+
+    def get(self, rv: BlockRV | LoopRV | ExprRV) -> Block | For | int:
+        """TVM's ``sch.get``: the ``Block`` or ``For`` a handle names now, or a sampled integer."""
+        if isinstance(rv, BlockRV):
+            return self.get_block_node(rv)
+        if isinstance(rv, LoopRV):
+            return self.get_loop_node(rv)
+        return self.resolve_int(rv, "get")
 
     def get_loops(self, block: BlockRV) -> list[LoopRV]:
         """The loops around ``block`` up to its enclosing block, outermost first."""
