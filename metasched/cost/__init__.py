@@ -9,6 +9,17 @@
 
 from __future__ import annotations
 
+from metasched.cost.base import CostModel, normalized_throughput
 from metasched.cost.features import FEATURE_NAMES, NUM_FEATURES, extract_features
+from metasched.cost.random import RandomModel
+from metasched.cost.xgb import XGBModel
 
-__all__ = ["FEATURE_NAMES", "NUM_FEATURES", "extract_features"]
+__all__ = [
+    "FEATURE_NAMES",
+    "NUM_FEATURES",
+    "CostModel",
+    "RandomModel",
+    "XGBModel",
+    "extract_features",
+    "normalized_throughput",
+]
