@@ -1,0 +1,66 @@
+"""Sketch rules: each turns a schedule and one block into the schedules that follow from it.
+
+A rule states which blocks it fits (from the block signature, never the name) and returns
+``[sch]`` unchanged for the others. A rule that branches returns copies (``sch.copy()``), one
+per choice; everything goes through ``Schedule`` methods, so each result's trace records it and
+replays with new sampling decisions.
+
+    rules = default_rules("llvm")
+    for rule in rules:
+        schedules = rule.apply(sch, block)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from tir.schedule import Schedule, ScheduleError
+from tir.schedule.handles import BlockRV
+from tir.target import Target
+
+__all__ = ["SketchRule", "default_rules", "try_on_copy"]
+
+
+class SketchRule:
+    """Base class: ``apply`` returns the schedules that result from ``block`` in ``sch``."""
+
+    name = "rule"
+
+    def apply(self, sch: Schedule, block: BlockRV) -> list[Schedule]:
+        raise NotImplementedError
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}()"
+
+
+def try_on_copy(sch: Schedule, step: Callable[[Schedule], Any]) -> Schedule | None:
+    """``step`` applied to a copy of ``sch``; None when a primitive refuses (the rule then falls
+    back to another choice instead of failing)."""
+    other = sch.copy()
+    try:
+        step(other)
+    except ScheduleError:
+        return None
+    return other
+
+
+def default_rules(target: str | Target) -> list[SketchRule]:
+    """The CPU rules, in the order they run on each block: auto-inline, add-rfactor,
+    multi-level tiling, parallel-vectorize-unroll (root block), random compute location."""
+    from metasched.space.rules.add_rfactor import AddRFactor
+    from metasched.space.rules.auto_inline import AutoInline
+    from metasched.space.rules.multi_level_tiling import MultiLevelTiling
+    from metasched.space.rules.parallel_vectorize_unroll import ParallelVectorizeUnroll
+    from metasched.space.rules.random_compute_location import RandomComputeLocation
+
+    parsed = Target.parse(target)
+    if not parsed.is_cpu:
+        raise ValueError(f"metasched has design-space rules for CPU (llvm) targets only, got {parsed.text!r}")
+    return [
+        AutoInline(),
+        AddRFactor(parsed),
+        MultiLevelTiling(parsed),
+        ParallelVectorizeUnroll(parsed),
+        RandomComputeLocation(),
+    ]

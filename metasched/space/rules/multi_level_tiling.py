@@ -1,0 +1,194 @@
+"""Multi-level tiling, CPU structure "SSRSRS", with a cache-write stage and operand packing.
+
+Fits a reduction block (one store, an init, reduction iterators) with data reuse (some operand
+misses a spatial iterator, so one loaded value serves many outputs: matmul, batch matmul, dense,
+convolutions of any layout, stride, dilation or groups, depthwise) whose iterators are bound
+1:1 to a perfect loop nest.
+
+Each spatial loop is split into 4 sampled tiles (``sample_perfect_tile``), each reduction loop
+into 2, and the tiles are ordered ``S0 S1 R0 S2 R1 S3``: S3 x R1 is the register tile (its
+innermost spatial loop is the one vectorized later), S2 / R0 the cache tile, S0 the parallel
+part. Sketch choices, one copy each:
+
+- the output tile: accumulated in place; or, at tile level 1 or 2 (the innermost loop of S0
+  or of S1), a ``global`` cache (``cache_write``) written back once per tile
+  (``reverse_compute_at``) -- or, when the block's only consumer is injective (bias, relu),
+  that consumer computed there instead, so the epilogue runs on the tile while it is hot;
+- operand packing: an operand indexed by the vectorized iterator and by a reduction iterator
+  (B in ``A @ B``, the weights of an NHWC convolution, a transposed dense weight) is copied
+  (``cache_read``) into panels one vector register wide, contiguous along the reduction
+  (``transform_layout``: ``(k, j) -> (j // P, k, j % P)``); the vectorized loop's innermost
+  tile is then the panel width P. The copy is made once, at the root.
+
+For a 1024^3 matmul, the decisions ``i: [8, 1, 32, 4]``, ``j: [1, 64, 1] + 16`` (packed),
+``k: [1, 1024]`` give the hand schedule of examples/matmul_schedule.py.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from metasched.space.analysis import TILED, BlockInfo, block_info, is_output, loads_of, vars_of
+from metasched.space.rules import SketchRule, try_on_copy
+from tir.ir import IntImm, Var
+from tir.schedule import Schedule
+from tir.schedule.handles import BlockRV, LoopRV
+from tir.target import Target
+
+__all__ = ["MultiLevelTiling", "PackChoice"]
+
+
+@dataclass(frozen=True)
+class PackChoice:
+    """Pack read region ``read_index`` (buffer dimension ``dim`` indexed by the vectorized
+    iterator) into panels ``width`` elements wide."""
+
+    read_index: int
+    dim: int
+    ndim: int
+    width: int
+
+    def index_map(self) -> str:
+        params = [f"d{i}" for i in range(self.ndim)]
+        rest = [p for i, p in enumerate(params) if i != self.dim]
+        moved = params[self.dim]
+        results = [f"{moved} // {self.width}", *rest, f"{moved} % {self.width}"]
+        return f"lambda {', '.join(params)}: ({', '.join(results)})"
+
+
+class MultiLevelTiling(SketchRule):
+    name = "multi_level_tiling"
+    structure = "SSRSRS"
+
+    def __init__(
+        self,
+        target: str | Target = "llvm",
+        max_innermost_factor: int = 64,
+        max_reduce_innermost: int = 1024,
+        write_levels: tuple[int, ...] = (1, 2),
+        pack: bool = True,
+    ) -> None:
+        self.target = Target.parse(target)
+        self.max_innermost_factor = max_innermost_factor
+        self.max_reduce_innermost = max_reduce_innermost
+        self.write_levels = write_levels
+        self.pack = pack
+
+    def fits(self, info: BlockInfo) -> bool:
+        return (
+            info.is_reduction
+            and info.has_reuse
+            and info.loops is not None
+            and bool(info.spatial)
+            and TILED not in info.block.annotations
+        )
+
+    def apply(self, sch: Schedule, block: BlockRV) -> list[Schedule]:
+        info = block_info(sch, block)
+        if not self.fits(info):
+            return [sch]
+        packs: list[PackChoice | None] = [None]
+        if self.pack:
+            packs += self.pack_choices(info)
+        fuse_consumer = self._fusible_consumer(sch, info)
+        results = []
+        for pack in packs:
+            for level in (None, *self.write_levels):
+                tiled = try_on_copy(sch, lambda s: self._tile(s, block, info, pack, level, fuse_consumer))
+                if tiled is not None:
+                    results.append(tiled)
+        return results or [sch]
+
+    # ---------------------------------------------------------------- choices
+
+    def pack_choices(self, info: BlockInfo) -> list[PackChoice]:
+        """Operands worth packing into panels: indexed by the vectorized (last spatial) iterator
+        in exactly one dimension, by that iterator alone, and by a reduction iterator elsewhere
+        (so consecutive steps of the reduction jump a whole row)."""
+        vector_var = info.spatial[-1]
+        extent = info.extents.get(vector_var)
+        choices = []
+        block = info.block
+        written = {id(region.buffer) for region in block.writes}
+        loads = loads_of(block)
+        for index, region in enumerate(block.reads):
+            buffer = region.buffer
+            if id(buffer) in written:
+                continue
+            accesses = {tuple(load.indices) for load in loads if load.buffer is buffer}
+            if len(accesses) != 1:
+                continue
+            (indices,) = accesses
+            dims = [d for d, e in enumerate(indices) if vector_var in vars_of(e)]
+            if len(dims) != 1 or not (isinstance(indices[dims[0]], Var) and indices[dims[0]] is vector_var):
+                continue
+            others = vars_of(tuple(e for d, e in enumerate(indices) if d != dims[0]))
+            if not any(var in others for var in info.reduce):
+                continue
+            width = max(1, self.target.vector_bytes // max(1, buffer.dtype.bits // 8))
+            shape = buffer.shape[dims[0]]
+            if extent is None or not isinstance(shape, IntImm) or extent % width or shape.value % width:
+                continue
+            choices.append(PackChoice(index, dims[0], len(indices), width))
+        return choices
+
+    def _fusible_consumer(self, sch: Schedule, info: BlockInfo) -> bool:
+        """Whether the block's result feeds exactly one injective block (an epilogue to compute
+        per tile) and nothing outside the program."""
+        buffer = info.block.writes[0].buffer
+        if is_output(sch.func, buffer):
+            return False
+        readers = [
+            name
+            for name, realize in sch.index.blocks.items()
+            if name != "root" and any(r.buffer is buffer for r in realize.block.reads)
+        ]
+        if len(readers) != 1 or readers[0] == info.name:
+            return False
+        return block_info(sch, readers[0]).is_injective
+
+    # ---------------------------------------------------------------- the sketch
+
+    def _tile(
+        self,
+        sch: Schedule,
+        block: BlockRV,
+        info: BlockInfo,
+        pack: PackChoice | None,
+        level: int | None,
+        fuse_consumer: bool,
+    ) -> None:
+        assert info.loops is not None
+        nest = sch.index.loops_above(info.realize)
+        handles = sch.get_loops(block)
+        handle_of = {var: handles[next(i for i, f in enumerate(nest) if f is loop)] for var, loop in info.loops.items()}
+        spatial_tiles: list[list[LoopRV]] = []
+        for var in info.spatial:
+            loop = handle_of[var]
+            if pack is not None and var is info.spatial[-1]:
+                # The innermost tile is the panel width, so one panel feeds the register tile.
+                outer, inner = sch.split(loop, [None, pack.width])
+                sizes = sch.sample_perfect_tile(outer, n=3, max_innermost_factor=self.max_innermost_factor)
+                spatial_tiles.append([*sch.split(outer, sizes), inner])
+            else:
+                sizes = sch.sample_perfect_tile(loop, n=4, max_innermost_factor=self.max_innermost_factor)
+                spatial_tiles.append(sch.split(loop, sizes))
+        reduce_tiles: list[list[LoopRV]] = []
+        for var in info.reduce:
+            sizes = sch.sample_perfect_tile(handle_of[var], n=2, max_innermost_factor=self.max_reduce_innermost)
+            reduce_tiles.append(sch.split(handle_of[var], sizes))
+        order = [t[0] for t in spatial_tiles] + [t[1] for t in spatial_tiles] + [t[0] for t in reduce_tiles]
+        order += [t[2] for t in spatial_tiles] + [t[1] for t in reduce_tiles] + [t[3] for t in spatial_tiles]
+        sch.reorder(*order)
+        sch.annotate(block, TILED, self.structure)
+        if level is not None:
+            anchor = spatial_tiles[-1][level - 1]
+            if fuse_consumer:
+                (consumer,) = sch.get_consumers(block)
+                sch.reverse_compute_at(consumer, anchor)
+            else:
+                written = sch.cache_write(block, 0, "global")
+                sch.reverse_compute_at(written, anchor)
+        if pack is not None:
+            packed = sch.cache_read(block, pack.read_index, "global")
+            sch.transform_layout(packed, ("write", 0), pack.index_map())
