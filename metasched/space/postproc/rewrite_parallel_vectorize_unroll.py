@@ -57,7 +57,9 @@ def _power_of_two(n: int) -> bool:
 def _leaf_blocks(sch: Schedule) -> list[str]:
     index = sch.index
     return [
-        name for name, realize in index.blocks.items() if realize is not sch.func.body and not index.child_blocks(realize)
+        name
+        for name, realize in index.blocks.items()
+        if realize is not sch.func.body and not index.child_blocks(realize)
     ]
 
 

@@ -57,4 +57,3 @@ def _producers(sch: Schedule, block: object) -> list[str]:
         if any(id(region.buffer) in wanted for region in realize.block.writes):
             names.append(name)
     return names
-

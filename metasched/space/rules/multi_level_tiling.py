@@ -94,7 +94,9 @@ class MultiLevelTiling(SketchRule):
         results = []
         for pack in packs:
             for level in (None, *self.write_levels):
-                tiled = try_on_copy(sch, lambda s: self._tile(s, block, info, pack, level, fuse_consumer))
+                tiled = try_on_copy(
+                    sch, lambda s, pack=pack, level=level: self._tile(s, block, info, pack, level, fuse_consumer)
+                )
                 if tiled is not None:
                     results.append(tiled)
         return results or [sch]

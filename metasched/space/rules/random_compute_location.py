@@ -30,7 +30,8 @@ class RandomComputeLocation(SketchRule):
         if any(is_output(sch.func, region.buffer) for region in info.block.writes):
             return [sch]
         if not any(
-            name not in ("root", info.name) and any(r.buffer is w.buffer for r in other.block.reads for w in info.block.writes)
+            name not in ("root", info.name)
+            and any(r.buffer is w.buffer for r in other.block.reads for w in info.block.writes)
             for name, other in sch.index.blocks.items()
         ):
             return [sch]
