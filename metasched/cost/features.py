@@ -229,6 +229,8 @@ class _Access:
     write: bool
     count: int  # loads/stores of this buffer in the statement
     lanes: int  # elements per access (a vector access moves several)
+    # An intrinsic call's operand covers a whole region: (pseudo variable, extent) per dimension.
+    region_loops: tuple[tuple[Var, int], ...] = ()
 
 
 @dataclass
@@ -240,6 +242,8 @@ class _Context:
     loops: list[_Loop] = field(default_factory=list)
     env: dict[Var, PrimExpr] = field(default_factory=dict)
     allocated: dict[Buffer, int] = field(default_factory=dict)  # buffer -> bytes
+    # match_buffer views -> (the viewed buffer, the region's start and extent per dimension)
+    views: dict[Buffer, tuple[Buffer, tuple[PrimExpr, ...], tuple[int, ...]]] = field(default_factory=dict)
     auto_unroll: list[int] = field(default_factory=list)
     unroll_explicit: list[bool] = field(default_factory=list)
     tensorized: list[bool] = field(default_factory=list)
@@ -249,18 +253,35 @@ class _Context:
 class _ExprStats:
     """Operation counts and buffer accesses of one statement's expressions."""
 
-    __slots__ = ("accesses", "counts", "intrinsic", "max_lanes")
+    __slots__ = ("accesses", "counts", "intrinsic", "max_lanes", "views")
 
-    def __init__(self) -> None:
+    def __init__(self, views: dict[Buffer, tuple[Buffer, tuple[PrimExpr, ...], tuple[int, ...]]]) -> None:
         self.counts = [0] * len(_ARITH)
         self.accesses: dict[int, _Access] = {}
         self.intrinsic = False
         self.max_lanes = 1
+        self.views = views
 
-    def access(self, buffer: Buffer, indices: tuple[PrimExpr, ...], write: bool, lanes: int) -> None:
+    def access(
+        self, buffer: Buffer, indices: tuple[PrimExpr, ...], write: bool, lanes: int, whole_region: bool = False
+    ) -> None:
+        region_loops: tuple[tuple[Var, int], ...] = ()
+        view = self.views.get(buffer)
+        if view is not None:
+            # Through a match_buffer view: index the viewed buffer (offset by the region start);
+            # an intrinsic's operand covers the whole region.
+            source, starts, extents = view
+            if len(indices) == len(starts):
+                if whole_region:
+                    region_loops = tuple((Var(f"region{d}"), extent) for d, extent in enumerate(extents))
+                    indices = tuple(start + var for start, (var, _) in zip(starts, region_loops))
+                    lanes = math.prod(extents)
+                else:
+                    indices = tuple(start + index for start, index in zip(starts, indices))
+                buffer = source
         found = self.accesses.get(id(buffer))
         if found is None:
-            self.accesses[id(buffer)] = _Access(buffer, indices, not write, write, 1, lanes)
+            self.accesses[id(buffer)] = _Access(buffer, indices, not write, write, 1, lanes, region_loops)
             return
         found.count += 1
         found.read |= not write
@@ -321,7 +342,8 @@ class _ExprStats:
         elif cls is Cast:
             self.counts[_A["cast"]] += lanes
         elif cls is Call:
-            self._call(expr, lanes)
+            if self._call(expr, lanes):
+                return
         elif cls is Ramp:
             self.visit(expr.base)
             return
@@ -335,7 +357,8 @@ class _ExprStats:
         for child in _children(expr):
             self.visit(child)
 
-    def _call(self, call: Call, lanes: int) -> None:
+    def _call(self, call: Call, lanes: int) -> bool:
+        """Count a call; True when its operands were recorded as accesses already."""
         op = call.op
         if op in _MATH_CALLS:
             self.counts[_A["float_math" if call.dtype.is_float else "int_cmp"]] += lanes
@@ -344,6 +367,8 @@ class _ExprStats:
                 self.counts[_A[name]] += lanes
         elif op == "if_then_else":
             self.counts[_A["select"]] += lanes
+        elif op == "call_extern":
+            self.counts[_A["other_call"]] += lanes
         elif op in _INTRIN_CALLS:
             self.intrinsic = True
             self.counts[_A["intrin_call"]] += lanes
@@ -352,7 +377,16 @@ class _ExprStats:
                 for key in ("float_addsub", "float_mul", "float_fma"):
                     self.counts[_A[key]] += lanes
         else:
+            # A target operation (WMMA fragments, copies): its buffer operands are pointers to
+            # whole regions, read and written by the operation.
+            self.intrinsic = True
             self.counts[_A["other_call"]] += lanes
+            for arg in call.args:
+                if type(arg) is BufferLoad:
+                    self.access(arg.buffer, arg.indices, False, 1, whole_region=True)
+                    self.access(arg.buffer, arg.indices, True, 1, whole_region=True)
+            return True
+        return False
 
 
 def _children(expr: PrimExpr) -> tuple[PrimExpr, ...]:
@@ -406,7 +440,8 @@ class _Walker:
             ctx.allocated[node.buffer] = _buffer_bytes(node.buffer)
             self.stmt(node.body, init_skip)
         elif cls is Evaluate:
-            pass
+            if type(node.value) is Call:
+                self.call(node.value, init_skip)
         elif cls is Block:  # a bare root block
             self.block(node, ())
 
@@ -421,7 +456,13 @@ class _Walker:
         for buffer in block.alloc_buffers:
             ctx.allocated[buffer] = _buffer_bytes(buffer)
         for match in block.match_buffers:
-            ctx.allocated.setdefault(match.buffer, 0)
+            source = match.source
+            target, starts, extents = source.buffer, tuple(r.min for r in source.region), None
+            outer = ctx.views.get(target)
+            if outer is not None and len(outer[1]) == len(starts):  # a view of a view
+                target, starts = outer[0], tuple(a + b for a, b in zip(outer[1], starts))
+            extents = tuple(_extent(r.extent) for r in source.region)
+            ctx.views[match.buffer] = (target, starts, extents)
         annotations = block.annotations
         step = annotations.get("pragma_auto_unroll_max_step")
         explicit = annotations.get("meta_schedule.unroll_explicit")
@@ -442,13 +483,21 @@ class _Walker:
             ctx.auto_unroll.pop()
 
     def store(self, node: BufferStore, init_skip: frozenset[int]) -> None:
-        stats = _ExprStats()
+        stats = _ExprStats(self.ctx.views)
         stats.visit(node.value)
         lanes = node.value.dtype.lanes
         stats.access(node.buffer, node.indices, True, lanes)
         for index in node.indices:
             stats.index(index)
-        self.ctx.rows.append(_row(self.ctx, node, stats, init_skip))
+        self.ctx.rows.append(_row(self.ctx, node.buffer, stats, init_skip))
+
+    def call(self, call: Call, init_skip: frozenset[int]) -> None:
+        """A call statement (a tensor intrinsic writing through pointers) is a row of its own."""
+        stats = _ExprStats(self.ctx.views)
+        stats.visit(call)
+        if stats.accesses:
+            written = next((a.buffer for a in stats.accesses.values() if a.write), None)
+            self.ctx.rows.append(_row(self.ctx, written, stats, init_skip))
 
 
 def _as_int(value: object) -> int:
@@ -768,13 +817,13 @@ def _ramps(expr: PrimExpr) -> list[PrimExpr]:
 # ---------------------------------------------------------------- one row
 
 
-def _row(ctx: _Context, store: BufferStore, stats: _ExprStats, init_skip: frozenset[int]) -> np.ndarray:
+def _row(ctx: _Context, stored: Buffer | None, stats: _ExprStats, init_skip: frozenset[int]) -> np.ndarray:
     row = np.zeros(NUM_FEATURES, dtype=np.float64)
     loops = [loop for loop in ctx.loops if id(loop.var) not in init_skip]
     trips = 1.0
     for loop in loops:
         trips *= loop.extent
-    element_bytes = store.buffer.dtype.bytes
+    element_bytes = stored.dtype.bytes if stored is not None else 4
     target_lanes = max(1, ctx.target_lanes_bytes // max(1, element_bytes))
 
     # Arithmetic, per run of the whole nest.
@@ -820,6 +869,7 @@ def _row(ctx: _Context, store: BufferStore, stats: _ExprStats, init_skip: frozen
         keyed: list[tuple[object, int]] = [(id(loop.var), loop.extent) for loop in loops]
         if access.lanes > 1 and any(_ramps(index) for index in access.indices):
             keyed.append((_LANE, access.lanes))
+        keyed.extend((id(var), extent) for var, extent in access.region_loops)
         infos.append(_analyse_access(access, keyed, trips, ctx.env))
     infos.sort(key=lambda info: (-info.bytes, not info.access.write, info.access.buffer.name))
     levels = len(loops) + 1
@@ -880,11 +930,10 @@ def _row(ctx: _Context, store: BufferStore, stats: _ExprStats, init_skip: frozen
     row[_R["num_accesses"]] = len(infos)
 
     # Allocations.
-    stored = store.buffer
-    if stored in ctx.allocated:
+    if stored is not None and stored in ctx.allocated:
         row[_R["store_is_allocated"]] = 1.0
         row[_R["log_store_alloc_bytes"]] = _log(ctx.allocated[stored])
-    scope = stored.scope
+    scope = stored.scope if stored is not None else ""
     row[_R["store_scope_global"]] = float(scope == "global")
     row[_R["store_scope_local"]] = float(scope == "local")
     row[_R["store_scope_shared"]] = float(scope.startswith("shared"))

@@ -210,6 +210,39 @@ def test_packed_layout_footprint_and_intrinsic_use() -> None:
     assert row[column("access0.log_unique_bytes")] == pytest.approx(math.log2(1 + 256))
 
 
+def test_match_buffer_views_and_intrinsic_statements() -> None:
+    @T.script
+    def blocked(A: T.Buffer((64, 64), "float32"), C: T.Buffer((64, 64), "float32")):
+        for i_0, j_0 in T.grid(16, 16):
+            with T.block("C_o"):
+                vi, vj = T.remap("SS", i_0, j_0)
+                A_1 = T.match_buffer(A[vi * 4 : vi * 4 + 4, vj * 4 : vj * 4 + 4], (4, 4), "float32")
+                C_1 = T.match_buffer(C[vi * 4 : vi * 4 + 4, vj * 4 : vj * 4 + 4], (4, 4), "float32")
+                for i, j in T.grid(4, 4):
+                    C_1[i, j] = A_1[i, j] * 2.0
+
+    rows = extract_features(blocked, "llvm")
+    assert rows.shape[0] == 1
+    # Accesses through the views are accesses of A and C: the whole 64 x 64 of each, stride 1.
+    for slot in (0, 1):
+        assert rows[0][column(f"access{slot}.log_unique_bytes")] == pytest.approx(math.log2(1 + 64 * 64 * 4))
+        assert rows[0][column(f"access{slot}.is_allocated")] == 0.0
+        assert rows[0][column(f"access{slot}.stride_one")] == 1.0
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "examples"))
+    try:
+        import matmul_tensorcore
+    finally:
+        sys.path.pop(0)
+    # WMMA calls (statements writing through pointers to fragment regions) are rows that use
+    # an intrinsic; the accumulator's footprint is the whole 128 x 128 float32 fragment buffer.
+    rows = extract_features(matmul_tensorcore.KERNEL, "cuda -arch=sm_80")
+    intrinsic = rows[rows[:, column("misc.uses_intrinsic")] == 1.0]
+    assert len(intrinsic) >= 4
+    assert np.isclose(intrinsic[:, column("access0.log_unique_bytes")], math.log2(1 + 128 * 128 * 4)).any()
+    assert np.all(rows[:, column("loop.thread_num")] > 0)
+
+
 def test_extraction_is_fast() -> None:
     sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "examples"))
     try:
