@@ -106,7 +106,8 @@ class MultiLevelTiling(SketchRule):
     def pack_choices(self, info: BlockInfo) -> list[PackChoice]:
         """Operands worth packing into panels: indexed by the vectorized (last spatial) iterator
         in exactly one dimension, by that iterator alone, and by a reduction iterator elsewhere
-        (so consecutive steps of the reduction jump a whole row)."""
+        (so consecutive steps of the reduction jump a whole row), and reused across another
+        spatial iterator (the weights, not the data, of a depthwise convolution)."""
         vector_var = info.spatial[-1]
         extent = info.extents.get(vector_var)
         choices = []
@@ -127,6 +128,8 @@ class MultiLevelTiling(SketchRule):
             others = vars_of(tuple(e for d, e in enumerate(indices) if d != dims[0]))
             if not any(var in others for var in info.reduce):
                 continue
+            if set(info.spatial) <= vars_of(indices):
+                continue  # read once per output (depthwise input): nothing reused to pack for
             width = max(1, self.target.vector_bytes // max(1, buffer.dtype.bits // 8))
             shape = buffer.shape[dims[0]]
             if extent is None or not isinstance(shape, IntImm) or extent % width or shape.value % width:

@@ -1,0 +1,405 @@
+"""The design space: sketches of many workloads, sampled and checked against the original.
+
+Every sample is a sketch replayed with fresh decisions and post-processed; it is either refused
+with a reason (counted) or verifies and computes what the unscheduled program computes (both
+built with LLVM, compared on small random inputs).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import numpy as np
+import pytest
+
+import tir
+import tir.script as T
+from metasched.space import PostprocError, SpaceGenerator, default_postprocs
+from metasched.space.analysis import block_info
+from metasched.space.rules.add_rfactor import AddRFactor
+from metasched.space.rules.auto_inline import AutoInline
+from metasched.space.rules.multi_level_tiling import MultiLevelTiling
+from tir.analysis import verify
+from tir.ir import ForKind
+from tir.schedule import Schedule, ScheduleError, Trace
+
+# ---------------------------------------------------------------- workloads (small sizes)
+
+
+def matmul(n: int = 64) -> tir.PrimFunc:
+    @T.script
+    def func(A: T.Buffer((n, n), "float32"), B: T.Buffer((n, n), "float32"), C: T.Buffer((n, n), "float32")):
+        for i, j, k in T.grid(n, n, n):
+            with T.block("C"):
+                vi, vj, vk = T.remap("SSR", i, j, k)
+                with T.init():
+                    C[vi, vj] = 0.0
+                C[vi, vj] += A[vi, vk] * B[vk, vj]
+
+    return func
+
+
+@T.script
+def batch_matmul(
+    A: T.Buffer((2, 32, 16), "float32"), B: T.Buffer((2, 16, 32), "float32"), C: T.Buffer((2, 32, 32), "float32")
+):
+    for b, i, j, k in T.grid(2, 32, 32, 16):
+        with T.block("C"):
+            vb, vi, vj, vk = T.remap("SSSR", b, i, j, k)
+            with T.init():
+                C[vb, vi, vj] = 0.0
+            C[vb, vi, vj] += A[vb, vi, vk] * B[vb, vk, vj]
+
+
+@T.script
+def conv2d_nhwc(
+    data: T.Buffer((1, 8, 8, 8), "float32"),
+    weight: T.Buffer((3, 3, 8, 16), "float32"),
+    conv: T.Buffer((1, 8, 8, 16), "float32"),
+):
+    padded = T.alloc_buffer((1, 10, 10, 8), "float32")
+    for n, h, w, c in T.grid(1, 10, 10, 8):
+        with T.block("pad"):
+            vn, vh, vw, vc = T.remap("SSSS", n, h, w, c)
+            padded[vn, vh, vw, vc] = T.if_then_else(1 <= vh < 9 and 1 <= vw < 9, data[vn, vh - 1, vw - 1, vc], 0.0)
+    for n, h, w, co, rh, rw, ci in T.grid(1, 8, 8, 16, 3, 3, 8):
+        with T.block("conv"):
+            vn, vh, vw, vco, vrh, vrw, vci = T.remap("SSSSRRR", n, h, w, co, rh, rw, ci)
+            with T.init():
+                conv[vn, vh, vw, vco] = 0.0
+            conv[vn, vh, vw, vco] += padded[vn, vh + vrh, vw + vrw, vci] * weight[vrh, vrw, vci, vco]
+
+
+@T.script
+def conv2d_nchw_strided(
+    data: T.Buffer((1, 4, 11, 11), "float32"),
+    weight: T.Buffer((8, 4, 3, 3), "float32"),
+    out: T.Buffer((1, 8, 4, 4), "float32"),
+):
+    # stride 2, dilation 2: out[h] reads data[2h + 2 rh]
+    for n, co, h, w, ci, rh, rw in T.grid(1, 8, 4, 4, 4, 3, 3):
+        with T.block("conv"):
+            vn, vco, vh, vw, vci, vrh, vrw = T.remap("SSSSRRR", n, co, h, w, ci, rh, rw)
+            with T.init():
+                out[vn, vco, vh, vw] = 0.0
+            out[vn, vco, vh, vw] += data[vn, vci, vh * 2 + vrh * 2, vw * 2 + vrw * 2] * weight[vco, vci, vrh, vrw]
+
+
+@T.script
+def depthwise_conv2d(
+    data: T.Buffer((1, 10, 10, 16), "float32"),
+    weight: T.Buffer((3, 3, 16), "float32"),
+    out: T.Buffer((1, 8, 8, 16), "float32"),
+):
+    for n, h, w, c, rh, rw in T.grid(1, 8, 8, 16, 3, 3):
+        with T.block("dw"):
+            vn, vh, vw, vc, vrh, vrw = T.remap("SSSSRR", n, h, w, c, rh, rw)
+            with T.init():
+                out[vn, vh, vw, vc] = 0.0
+            out[vn, vh, vw, vc] += data[vn, vh + vrh, vw + vrw, vc] * weight[vrh, vrw, vc]
+
+
+@T.script
+def dense_bias_relu(
+    A: T.Buffer((16, 32), "float32"),
+    W: T.Buffer((64, 32), "float32"),
+    bias: T.Buffer((64,), "float32"),
+    E: T.Buffer((16, 64), "float32"),
+):
+    C = T.alloc_buffer((16, 64), "float32")
+    D = T.alloc_buffer((16, 64), "float32")
+    for i, j, k in T.grid(16, 64, 32):
+        with T.block("dense"):
+            vi, vj, vk = T.remap("SSR", i, j, k)
+            with T.init():
+                C[vi, vj] = 0.0
+            C[vi, vj] += A[vi, vk] * W[vj, vk]
+    for i, j in T.grid(16, 64):
+        with T.block("bias"):
+            vi, vj = T.remap("SS", i, j)
+            D[vi, vj] = C[vi, vj] + bias[vj]
+    for i, j in T.grid(16, 64):
+        with T.block("relu"):
+            vi, vj = T.remap("SS", i, j)
+            E[vi, vj] = T.max(D[vi, vj], 0.0)
+
+
+@T.script
+def max_pool2d(data: T.Buffer((1, 8, 8, 16), "float32"), out: T.Buffer((1, 4, 4, 16), "float32")):
+    for n, h, w, c, rh, rw in T.grid(1, 4, 4, 16, 2, 2):
+        with T.block("pool"):
+            vn, vh, vw, vc, vrh, vrw = T.remap("SSSSRR", n, h, w, c, rh, rw)
+            with T.init():
+                out[vn, vh, vw, vc] = T.min_value("float32")
+            out[vn, vh, vw, vc] = T.max(out[vn, vh, vw, vc], data[vn, vh * 2 + vrh, vw * 2 + vrw, vc])
+
+
+@T.script
+def row_sum(A: T.Buffer((4, 4096), "float32"), B: T.Buffer((4,), "float32")):
+    for i, k in T.grid(4, 4096):
+        with T.block("sum"):
+            vi, vk = T.remap("SR", i, k)
+            with T.init():
+                B[vi] = 0.0
+            B[vi] += A[vi, vk]
+
+
+@T.script
+def softmax(A: T.Buffer((4, 256), "float32"), out: T.Buffer((4, 256), "float32")):
+    row_max = T.alloc_buffer((4,), "float32")
+    e = T.alloc_buffer((4, 256), "float32")
+    row_sum = T.alloc_buffer((4,), "float32")
+    for i, k in T.grid(4, 256):
+        with T.block("max"):
+            vi, vk = T.remap("SR", i, k)
+            with T.init():
+                row_max[vi] = T.min_value("float32")
+            row_max[vi] = T.max(row_max[vi], A[vi, vk])
+    for i, j in T.grid(4, 256):
+        with T.block("exp"):
+            vi, vj = T.remap("SS", i, j)
+            e[vi, vj] = T.exp(A[vi, vj] - row_max[vi])
+    for i, k in T.grid(4, 256):
+        with T.block("sum"):
+            vi, vk = T.remap("SR", i, k)
+            with T.init():
+                row_sum[vi] = 0.0
+            row_sum[vi] += e[vi, vk]
+    for i, j in T.grid(4, 256):
+        with T.block("norm"):
+            vi, vj = T.remap("SS", i, j)
+            out[vi, vj] = e[vi, vj] / row_sum[vi]
+
+
+@T.script
+def layer_norm(
+    A: T.Buffer((8, 128), "float32"),
+    gamma: T.Buffer((128,), "float32"),
+    beta: T.Buffer((128,), "float32"),
+    out: T.Buffer((8, 128), "float32"),
+):
+    total = T.alloc_buffer((8,), "float32")
+    total_sq = T.alloc_buffer((8,), "float32")
+    for i, k in T.grid(8, 128):
+        with T.block("sums"):
+            vi, vk = T.remap("SR", i, k)
+            with T.init():
+                total[vi] = 0.0
+            total[vi] += A[vi, vk]
+    for i, k in T.grid(8, 128):
+        with T.block("squares"):
+            vi, vk = T.remap("SR", i, k)
+            with T.init():
+                total_sq[vi] = 0.0
+            total_sq[vi] += A[vi, vk] * A[vi, vk]
+    for i, j in T.grid(8, 128):
+        with T.block("norm"):
+            vi, vj = T.remap("SS", i, j)
+            out[vi, vj] = (A[vi, vj] - total[vi] / 128.0) * T.rsqrt(
+                total_sq[vi] / 128.0 - total[vi] / 128.0 * (total[vi] / 128.0) + 1e-5
+            ) * gamma[vj] + beta[vj]
+
+
+@T.script
+def elementwise_chain(A: T.Buffer((16, 256), "float32"), D: T.Buffer((16, 256), "float32")):
+    B = T.alloc_buffer((16, 256), "float32")
+    C = T.alloc_buffer((16, 256), "float32")
+    for i, j in T.grid(16, 256):
+        with T.block("scale"):
+            vi, vj = T.remap("SS", i, j)
+            B[vi, vj] = A[vi, vj] * 2.0
+    for i, j in T.grid(16, 256):
+        with T.block("shift"):
+            vi, vj = T.remap("SS", i, j)
+            C[vi, vj] = B[vi, vj] + 1.0
+    for i, j in T.grid(16, 256):
+        with T.block("relu"):
+            vi, vj = T.remap("SS", i, j)
+            D[vi, vj] = T.max(C[vi, vj], 0.0)
+
+
+WORKLOADS = {
+    "matmul": matmul(),
+    "batch_matmul": batch_matmul,
+    "conv2d_nhwc": conv2d_nhwc,
+    "conv2d_nchw_strided": conv2d_nchw_strided,
+    "depthwise_conv2d": depthwise_conv2d,
+    "dense_bias_relu": dense_bias_relu,
+    "max_pool2d": max_pool2d,
+    "row_sum": row_sum,
+    "softmax": softmax,
+    "layer_norm": layer_norm,
+    "elementwise_chain": elementwise_chain,
+}
+
+SAMPLES = 20
+TARGET = "llvm"
+
+# ---------------------------------------------------------------- helpers
+
+
+def _arguments(func: tir.PrimFunc, rng: np.random.Generator) -> list[np.ndarray]:
+    args = []
+    for param in func.params:
+        shape = tuple(int(s.value) for s in param.shape)  # type: ignore[union-attr]
+        args.append(rng.standard_normal(shape).astype(np.float32))
+    return args
+
+
+def _outputs(func: tir.PrimFunc, inputs: list[np.ndarray]) -> list[np.ndarray]:
+    args = [a.copy() for a in inputs]
+    tir.build(func, TARGET)(*args)
+    return args
+
+
+def _sample(func: tir.PrimFunc, sketch: Trace, seed: int) -> Schedule:
+    """The sketch replayed with fresh decisions, then post-processed (raises when refused)."""
+    sch = Schedule(func, seed=seed)
+    sketch.apply_to(sch, {position: None for position in sketch.decisions})
+    for postproc in default_postprocs(TARGET):
+        postproc.apply(sch)
+    return sch
+
+
+def check_space(func: tir.PrimFunc, samples: int = SAMPLES) -> tuple[list[Trace], Counter[str], int]:
+    sketches = SpaceGenerator().generate(func, TARGET)
+    assert sketches, "no sketch"
+    rng = np.random.default_rng(0)
+    inputs = _arguments(func, rng)
+    expected = _outputs(func, inputs)
+    rejects: Counter[str] = Counter()
+    valid = 0
+    for seed in range(samples):
+        sketch = sketches[seed % len(sketches)]
+        try:
+            sch = _sample(func, sketch, seed)
+        except (ScheduleError, PostprocError) as error:
+            reason = str(error).strip().splitlines()[0]
+            assert reason, "a refusal must say why"
+            rejects[reason[:120]] += 1
+            continue
+        assert verify(sch.func) == [], sch.func.script()
+        got = _outputs(sch.func, inputs)
+        for g, e in zip(got, expected):
+            np.testing.assert_allclose(
+                g, e, rtol=1e-4, atol=1e-4, err_msg=f"sketch {seed % len(sketches)}, seed {seed}"
+            )
+        valid += 1
+        if seed < len(sketches):
+            # The full trace (postprocessors included) replays to the same program.
+            again = Schedule(func)
+            sch.trace.apply_to(again)
+            tir.assert_structural_equal(again.func, sch.func)
+    return sketches, rejects, valid
+
+
+# ---------------------------------------------------------------- tests
+
+
+@pytest.mark.parametrize("name", sorted(WORKLOADS))
+def test_samples_verify_and_compute_the_same(name: str) -> None:
+    sketches, rejects, valid = check_space(WORKLOADS[name])
+    # Most of the space must be valid; the rest is refused with a reason (counted above).
+    assert valid >= SAMPLES // 2, f"{name}: {valid} valid of {SAMPLES}; rejects: {dict(rejects)}"
+
+
+def test_sketches_have_decisions_and_json_roundtrip() -> None:
+    sketches = SpaceGenerator().generate(matmul(), TARGET)
+    assert len(sketches) >= 4  # cache-write levels x packing
+    for sketch in sketches:
+        kinds = {inst.kind for inst in sketch.instructions}
+        assert "sample_perfect_tile" in kinds and "sample_categorical" in kinds
+        again = Trace.from_json(sketch.to_json())
+        assert again.to_json() == sketch.to_json()
+
+
+def test_rules_select_blocks_by_signature() -> None:
+    mlt = MultiLevelTiling(TARGET)
+    sch = Schedule(dense_bias_relu)
+    assert mlt.fits(block_info(sch, sch.get_block("dense")))
+    assert not mlt.fits(block_info(sch, sch.get_block("bias")))
+    sch = Schedule(max_pool2d)
+    assert not mlt.fits(block_info(sch, sch.get_block("pool")))  # no reuse
+    # A renamed matmul is tiled all the same.
+    renamed = Schedule(matmul())
+    assert len(mlt.apply(renamed, renamed.get_block("C"))) > 1
+
+
+def test_auto_inline_folds_elementwise_chain() -> None:
+    sketches = SpaceGenerator().generate(elementwise_chain, TARGET)
+    sch = Schedule(elementwise_chain)
+    sketches[0].apply_to(sch)
+    assert list(sch.index.blocks) == ["root", "relu"]  # scale and shift inlined into one block
+    rule = AutoInline()
+    sch = Schedule(dense_bias_relu)
+    (folded,) = rule.apply(sch, sch.get_block("relu"))
+    assert "relu" not in folded.index.blocks  # relu folded into bias (reverse_compute_inline)
+
+
+def test_add_rfactor_branches_on_small_spatial_extent() -> None:
+    sch = Schedule(row_sum)
+    made = AddRFactor(TARGET).apply(sch, sch.get_block("sum"))
+    assert len(made) == 3
+    assert any(len(s.index.blocks) == 3 for s in made[1:])  # partial sums + final sum
+    sch = Schedule(matmul())
+    assert len(AddRFactor(TARGET).apply(sch, sch.get_block("C"))) == 1
+
+
+def test_dense_epilogue_fused_at_tile() -> None:
+    sketches = SpaceGenerator().generate(dense_bias_relu, TARGET)
+    fused = [s for s in sketches if any(inst.kind == "reverse_compute_at" for inst in s.instructions)]
+    assert fused
+    sch = Schedule(dense_bias_relu, seed=3)
+    fused[0].apply_to(sch)
+    bias = sch.index.blocks["bias"]
+    dense = sch.index.blocks["dense"]
+    shared = set(map(id, sch.index.loops_above(bias))) & set(map(id, sch.index.loops_above(dense)))
+    assert shared  # the epilogue runs inside the dense's tile loops
+
+
+def _hand_decisions(sketch: Trace, n: int, row_block: int, depth: int, unroll: int = 16) -> dict[int, object]:
+    """Decisions giving examples/matmul_schedule.py's shape on the packed, no-cache-write sketch."""
+    decisions: dict[int, object] = {}
+    for position, inst in enumerate(sketch.instructions):
+        if inst.kind == "sample_perfect_tile":
+            if inst.kwargs["n"] == 4:  # i: row blocks, 4-row groups, 4 rows
+                decisions[position] = [n // row_block, 1, row_block // 4, 4]
+            elif inst.kwargs["n"] == 3:  # j panels: all in S1 (the panel width is fixed at 16)
+                decisions[position] = [1, n // 16, 1]
+            else:  # k
+                decisions[position] = [n // depth, depth]
+        elif inst.kind == "sample_categorical":
+            decisions[position] = [0, 16, 64, 512].index(unroll)
+    return decisions
+
+
+def packed_sketch(sketches: list[Trace]) -> Trace:
+    return next(
+        s
+        for s in sketches
+        if any(inst.kind == "transform_layout" for inst in s.instructions)
+        and not any(inst.kind == "cache_write" for inst in s.instructions)
+    )
+
+
+def test_hand_schedule_is_reachable() -> None:
+    n = 64
+    func = matmul(n)
+    sketch = packed_sketch(SpaceGenerator().generate(func, TARGET))
+    sch = Schedule(func)
+    sketch.apply_to(sch, _hand_decisions(sketch, n, row_block=32, depth=64))
+    for postproc in default_postprocs(TARGET):
+        postproc.apply(sch)
+    text = sch.func.script()
+    packed = [b for b in sch.func.body.block.alloc_buffers if tuple(int(s.value) for s in b.shape) == (n // 16, n, 16)]
+    assert packed, text  # B packed into 16-column panels, contiguous in k
+    update = sch.index.blocks["C"]
+    loops = sch.index.loops_above(update)
+    assert loops[0].kind is ForKind.PARALLEL, text
+    assert loops[-1].kind is ForKind.VECTORIZED and loops[-1].extent.value == 16, text
+    assert loops[-2].kind is ForKind.UNROLLED and loops[-2].extent.value == 4, text  # the 4 x 16 register tile
+    assert any(r.buffer is packed[0] for r in update.block.reads)
+    assert "C_init" in sch.index.blocks  # decompose_reduction
+    rng = np.random.default_rng(1)
+    inputs = _arguments(func, rng)
+    np.testing.assert_allclose(_outputs(sch.func, inputs)[2], inputs[0] @ inputs[1], rtol=1e-4, atol=1e-4)
