@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tir.arith import Analyzer
-from tir.arith.iter_map import IterSum, detect_iter_map, inverse_iter_map, normalize_iter_map
+from tir.arith.iter_map import IterSum, detect_iter_map, determined_vars, inverse_iter_map, normalize_iter_map
 from tir.ir import (
     GE,
     GT,
@@ -385,3 +385,66 @@ def test_symbolic_fuse_with_known_sizes() -> None:
     assert str(inverse[f]) == "a * m + b"
     # without knowing m > 0 the divisions cannot be judged
     assert not detect_iter_map([f // m, f % m], {f: Range(const(0), n * m)}).ok
+
+
+# ---------------------------------------------------------------- determined variables
+
+
+def brute_determined(values: np.ndarray, env: dict[Var, np.ndarray], var: Var) -> bool:
+    """Whether equal binding tuples imply equal values of ``var`` over the enumerated points."""
+    seen: dict[tuple[int, ...], int] = {}
+    for row, value in zip(values.tolist(), env[var].tolist()):
+        if seen.setdefault(tuple(row), value) != value:
+            return False
+    return True
+
+
+def test_determined_vars_of_a_simplified_fuse_and_split() -> None:
+    # A 1000^3 nest fused and split by 16, as split writes it after simplification: the top
+    # binding uses o alone, the others the fused o * 16 + i.
+    o, i = Var("o"), Var("i")
+    dom = {o: R(62500000), i: R(16)}
+    bindings = [o // 62500, (o * 16 + i) // 1000 % 1000, (o * 16 + i) % 1000]
+    assert {v.name for v in determined_vars(bindings, dom)} == {"o", "i"}
+    # Without the top binding only i is known.
+    assert [v.name for v in determined_vars(bindings[1:], dom)] == ["i"]
+
+
+def test_determined_vars_need_digits_on_source_boundaries() -> None:
+    o, i = Var("o"), Var("i")
+    dom = {o: R(2), i: R(6)}
+    # (o * 6 + i) // 4 mixes digits of o and i: (0, 4) and (1, 0) give 1 and i % 4 = 0.
+    assert determined_vars([(o * 6 + i) // 4, i % 4], dom) == []
+    assert {v.name for v in determined_vars([(o * 6 + i) // 3, (o * 6 + i) % 3], dom)} == {"o", "i"}
+    # (o * 16 + i) % 32 with o < 4: o and o + 2 collide.
+    assert [v.name for v in determined_vars([(o * 16 + i) % 32], {o: R(4), i: R(16)})] == ["i"]
+
+
+def test_determined_vars_with_a_padded_split() -> None:
+    o, i = Var("o"), Var("i")
+    fused = o * 48 + i
+    bindings = [fused // 1000000, fused // 1000 % 1000, fused % 1000]
+    dom = {o: R(20833334), i: R(48)}
+    assert {v.name for v in determined_vars(bindings, dom, fused < 1000000000)} == {"o", "i"}
+
+
+@settings(max_examples=300, deadline=None)
+@given(loop_nests(), st.integers(0, 7))
+def test_determined_vars_agree_with_enumeration(case: dict[str, Any], dropped: int) -> None:
+    """Sound always (also with a binding dropped); complete for unmutated nests."""
+    loops, bindings, predicate = case["loops"], case["bindings"], case["predicate"]
+    dom = {var: R(extent) for var, extent in loops}
+    condition = True if predicate is None else predicate
+    subsets = [bindings]
+    if len(bindings) > 1:
+        subsets.append([b for k, b in enumerate(bindings) if k != dropped % len(bindings)])
+    for subset in subsets:
+        values, env = enumerate_map(subset, loops, predicate)
+        found = determined_vars(subset, dom, condition)
+        context = f"bindings={[str(b) for b in subset]} loops={[(v.name, e) for v, e in loops]} pred={predicate}"
+        for var in found:
+            assert brute_determined(values, env, var), f"{context}: {var.name} claimed determined"
+    if case["mutation"] == "none" and predicate is None:
+        assert {id(v) for v in determined_vars(bindings, dom)} == {id(v) for v, _ in loops}, (
+            f"bindings={[str(b) for b in bindings]} loops={[(v.name, e) for v, e in loops]}"
+        )

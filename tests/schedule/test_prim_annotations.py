@@ -3,8 +3,10 @@ negative test per precondition."""
 
 from __future__ import annotations
 
+import time
+
 import pytest
-from schedule_testing import check_schedule
+from schedule_testing import check_numerics, check_replay, check_schedule
 
 import tir
 import tir.script as T
@@ -434,6 +436,159 @@ def test_concurrent_kinds_refuse_dependent_iterations(primitive: str, func: tir.
         loop_var = func.body.block.body.body.body.loop_var
     loop = sch.loop_rv(loop_var)
     _refused(sch, lambda: apply(sch, loop), message.format(p=primitive, verb=verb, what=what))
+
+
+# ---------------------------------------------------------------- fused and split nests (issue 17 B)
+#
+# The tuner's most common pattern: fuse the spatial loops, split the fused loop, run the outer
+# part in parallel and vectorize the inner one. The proof is iterator-map detection of the
+# bindings (no enumeration of the iteration space), so its cost does not grow with the nest.
+
+
+@T.script
+def conv_nhwc(
+    X: T.Buffer((1, 58, 58, 64), "float32"),
+    W: T.Buffer((3, 3, 64, 64), "float32"),
+    Y: T.Buffer((1, 56, 56, 64), "float32"),
+):
+    for n, h, w, co, rh, rw, ci in T.grid(1, 56, 56, 64, 3, 3, 64):
+        with T.block("Y"):
+            vn, vh, vw, vco, vrh, vrw, vci = T.remap("SSSSRRR", n, h, w, co, rh, rw, ci)
+            with T.init():
+                Y[vn, vh, vw, vco] = 0.0
+            Y[vn, vh, vw, vco] += X[vn, vh + vrh, vw + vrw, vci] * W[vrh, vrw, vci, vco]
+
+
+@T.script
+def small_conv_nhwc(
+    X: T.Buffer((1, 9, 9, 4), "float32"), W: T.Buffer((3, 3, 4, 6), "float32"), Y: T.Buffer((1, 7, 7, 6), "float32")
+):
+    for n, h, w, co, rh, rw, ci in T.grid(1, 7, 7, 6, 3, 3, 4):
+        with T.block("Y"):
+            vn, vh, vw, vco, vrh, vrw, vci = T.remap("SSSSRRR", n, h, w, co, rh, rw, ci)
+            with T.init():
+                Y[vn, vh, vw, vco] = 0.0
+            Y[vn, vh, vw, vco] += X[vn, vh + vrh, vw + vrw, vci] * W[vrh, vrw, vci, vco]
+
+
+@T.script
+def scale_1e6(A: T.Buffer((1000, 1000), "float32"), B: T.Buffer((1000, 1000), "float32")):
+    for i, j in T.grid(1000, 1000):
+        with T.block("B"):
+            vi, vj = T.remap("SS", i, j)
+            B[vi, vj] = A[vi, vj] * 2.0
+
+
+@T.script
+def scale_1e9(A: T.Buffer((1000, 1000, 1000), "float32"), B: T.Buffer((1000, 1000, 1000), "float32")):
+    for i, j, k in T.grid(1000, 1000, 1000):
+        with T.block("B"):
+            vi, vj, vk = T.remap("SSS", i, j, k)
+            B[vi, vj, vk] = A[vi, vj, vk] * 2.0
+
+
+@T.script
+def fused_pipeline(A: T.Buffer((1000, 1000), "float32"), C: T.Buffer((1000, 1000), "float32")):
+    B = T.alloc_buffer((1000, 1000), "float32")
+    for f in range(1000000):
+        with T.block("B"):
+            vi = T.spatial_axis(1000, f // 1000)
+            vj = T.spatial_axis(1000, f % 1000)
+            B[vi, vj] = A[vi, vj] * 2.0
+        with T.block("C"):
+            vi = T.spatial_axis(1000, f // 1000)
+            vj = T.spatial_axis(1000, f % 1000)
+            C[vi, vj] = B[vi, vj] + A[vi, 999 - vj]
+
+
+@T.script
+def halve_1e6(A: T.Buffer((2000000,), "float32"), B: T.Buffer((1000000,), "float32")):
+    for f in range(2000000):
+        with T.block("B"):
+            vi = T.spatial_axis(1000000, f // 2)
+            B[vi] = A[vi * 2]
+
+
+@T.script
+def wrap_1e7(A: T.Buffer((32,), "float32"), B: T.Buffer((32,), "float32")):
+    for o, i in T.grid(1000000, 16):
+        with T.block("B"):
+            vi = T.spatial_axis(32, (o * 16 + i) % 32)
+            B[vi] = A[vi] * 2.0
+
+
+def _timed(call) -> float:  # type: ignore[no-untyped-def]
+    start = time.perf_counter()
+    call()
+    return time.perf_counter() - start
+
+
+# A few milliseconds each on one core; the bound leaves room for a loaded machine.
+_PROOF_SECONDS = 0.25
+
+
+def test_parallel_fused_split_conv2d_nhwc() -> None:
+    sch = Schedule(conv_nhwc)
+    _, h, w, *_ = _loops(sch, "Y")
+    outer, _ = sch.split(sch.fuse(h, w), [None, 16])
+    assert _timed(lambda: sch.parallel(outer)) < _PROOF_SECONDS
+    assert sch.get_loop_node(outer).kind is ForKind.PARALLEL
+    assert tir.analysis.verify(sch.func) == []
+
+
+@pytest.mark.parametrize("factor", [16, 5])  # 5 does not divide 7 * 7: the split has a predicate
+def test_parallel_and_vectorize_fused_split_conv2d_computes_the_same(factor: int) -> None:
+    sch = Schedule(small_conv_nhwc)
+    _, h, w, co, *_ = _loops(sch, "Y")
+    outer, inner = sch.split(sch.fuse(h, w), [None, factor])
+    sch.parallel(outer)
+    sch.reorder(co, inner)
+    sch.vectorize(inner)
+    assert tir.analysis.verify(sch.func) == []
+    tir.assert_structural_equal(tir.parse(sch.func.script()), sch.func)
+    check_numerics(small_conv_nhwc, sch.func)
+    check_replay(sch, small_conv_nhwc)
+
+
+@pytest.mark.parametrize(
+    "func,factor",
+    [(scale_1e6, 16), (scale_1e6, 48), (scale_1e9, 16), (scale_1e9, 48), (scale_1e9, 1000)],
+    ids=["1e6-16", "1e6-48", "1e9-16", "1e9-48", "1e9-1000"],
+)
+def test_parallel_and_vectorize_fused_split_nests_of_1e6_to_1e9_iterations(func: tir.PrimFunc, factor: int) -> None:
+    sch = Schedule(func)
+    outer, inner = sch.split(sch.fuse(*_loops(sch)), [None, factor])
+    assert _timed(lambda: sch.parallel(outer)) < _PROOF_SECONDS
+    assert _timed(lambda: sch.vectorize(inner)) < _PROOF_SECONDS
+    assert tir.analysis.verify(sch.func) == []
+
+
+def test_parallel_and_vectorize_a_fused_loop_over_a_producer_and_its_consumer() -> None:
+    # Two blocks share B: the proof that iterations touch disjoint parts of it reads
+    # f // 1000, f % 1000 as the digits of f (10^6 iterations, past any enumeration).
+    sch = Schedule(fused_pipeline)
+    assert _timed(lambda: sch.parallel(_loops(sch, "C")[0])) < _PROOF_SECONDS
+    sch = Schedule(fused_pipeline)
+    outer, inner = sch.split(_loops(sch, "C")[0], [None, 64])
+    assert _timed(lambda: sch.parallel(outer)) < _PROOF_SECONDS
+    assert _timed(lambda: sch.vectorize(inner)) < _PROOF_SECONDS
+
+
+@pytest.mark.parametrize("func", [halve_1e6, wrap_1e7], ids=["f//2", "(o*16+i)%32"])
+def test_parallel_refuses_large_nests_whose_iterations_write_the_same_element(func: tir.PrimFunc) -> None:
+    sch = Schedule(func)
+    loop = _loops(sch)[0]
+    start = time.perf_counter()
+    _refused(sch, lambda: sch.parallel(loop), r"cannot prove that different iterations run different instances")
+    assert time.perf_counter() - start < _PROOF_SECONDS
+
+
+def test_parallel_refuses_a_fused_loop_that_feeds_a_reduction_iterator() -> None:
+    sch = Schedule(matmul)
+    _, j, k = _loops(sch, "C")
+    # Split by 8, the outer loop runs j and the upper half of k (by 16 it would run j only).
+    outer, _ = sch.split(sch.fuse(j, k), [None, 8])
+    _refused(sch, lambda: sch.parallel(outer), r"a reduction iterator cannot be parallelized: it is bound to this loop")
 
 
 # ---------------------------------------------------------------- annotate / unannotate

@@ -101,6 +101,7 @@ __all__ = [
     "IterSplit",
     "IterSum",
     "detect_iter_map",
+    "determined_vars",
     "inverse_iter_map",
     "normalize_iter_map",
 ]
@@ -1391,3 +1392,101 @@ def inverse_iter_map(result: IterMapResult, outputs: Sequence[PrimExpr]) -> dict
             # A bijective map uses every digit that can vary: this variable is pinned.
             resolved[var] = dom.min
     return resolved
+
+
+# ---------------------------------------------------------------- injectivity
+
+
+def determined_vars(
+    bindings: Sequence[PrimExpr],
+    dom_map: Mapping[Var, Range],
+    predicate: PrimExpr | bool = True,
+    var_ranges: Mapping[Var, Range] | None = None,
+) -> list[Var]:
+    """The loop variables of ``dom_map`` whose value the bindings' values determine, over the
+    loop points that satisfy ``predicate`` (variables of extent 1 included).
+
+    This is the injectivity half of a bijective map, per variable: two loop points that give
+    every binding the same value agree on the variables returned. Parallel and vectorized loops
+    need it for the loops they change only, while loops inside may repeat instances (a
+    reduction's loops) or be used in part. Each binding whose values are an exact mixed radix of
+    its digits (no overlap) gives its digits; a run of digits of a fused mark gives the digits
+    of the mark's sources exactly when its ends fall on their digit boundaries (``f // 56``
+    with ``f = o * 16 + i`` does not give ``o``'s digits, but ``f % 56`` with ``f // 56`` gives
+    all of ``f``), or when the run covers the whole mark; a variable is determined when its
+    digits are all given. ``o // 62500, (o * 16 + i) // 1000 % 1000, (o * 16 + i) % 1000``
+    (``o < 62500000``, ``i < 16``: a fused 1000^3 nest split by 16) determines ``o`` and ``i``.
+    A binding that is not quasi-affine or whose values overlap or have gaps gives nothing;
+    nothing is ever claimed without proof.
+    """
+    exprs = list(bindings)
+    dtype = exprs[0].dtype.element if exprs else INT32
+    try:
+        det = _Detector(dom_map, dtype, var_ranges)
+        if not isinstance(predicate, bool):
+            det.add_predicate(predicate, strict=False)
+        elif not predicate:
+            return list(dom_map)  # no loop point runs: nothing to tell apart
+    except _Fail:
+        return [var for var, dom in dom_map.items() if _is_int(dom.extent, 1)]
+    digits = _Determined(det)
+    for expr in exprs:
+        try:
+            value = _convert_with_fallback(det, expr)
+            _, _, exact = det.value_range(value)
+        except _Fail:
+            continue
+        if exact:
+            for split in value.args:
+                digits.add_split(split, 0)
+    try:
+        return digits.determined()
+    except _Fail:
+        return [var for var, dom in dom_map.items() if _is_int(dom.extent, 1)]
+
+
+class _Determined(_Digits):
+    """Digit bookkeeping for ``determined_vars``: uses are followed from fused marks to their
+    sources only where that is exact, and a loop variable counts when its uses cover it."""
+
+    def determined(self) -> list[Var]:
+        det = self.det
+        found: list[Var] = []
+        for mark in self._order():
+            uses = self._sorted(self.uses.get(id(mark), []))
+            effective = det.effective_extent(mark)
+            covered = _is_int(effective, 1) or (bool(uses) and self._covers(uses, effective, mark))
+            if isinstance(mark.source, Var):
+                if covered:
+                    found.append(mark.source)
+                continue
+            if covered:
+                self._propagate(mark, _Use(det.norm(1), None, frozenset([0])))
+                continue
+            for run in self._runs(uses):
+                if not (self._aligned(mark, run.low) and (run.high is None or self._aligned(mark, run.high))):
+                    continue  # the run mixes digits of two sources: it gives none of them exactly
+                self._propagate(mark, run)
+        for var, dom in det.dom_map.items():
+            if _is_int(dom.extent, 1) and not any(var is v for v in found):
+                found.append(var)
+        return found
+
+    def _aligned(self, mark: IterMark, position: PrimExpr) -> bool:
+        """Whether digit ``position`` of the fused ``mark`` falls on a digit boundary of its
+        sources: inside the part of source ``k`` (positions ``[b_k, b_k+1)``, ``b_k+1 = b_k *``
+        its extent), ``b_k`` divides it and it divides ``b_k+1`` (the last source too, unless
+        it is the top digit of its own mark: ``(v % 4) % 3`` gives no digit of ``v``)."""
+        det = self.det
+        assert isinstance(mark.source, IterSum)
+        ordered = list(reversed(mark.source.args))  # scale 1 first
+        boundary: PrimExpr = det.norm(1)
+        for k, split in enumerate(ordered):
+            upper = det.mul(boundary, det.split_extent(split))
+            last = k + 1 == len(ordered)
+            if last or det.lt(position, upper):
+                if not (det.le(boundary, position) and det.divides(boundary, position)):
+                    return False
+                return (last and det.is_top(split)) or det.divides(position, upper)
+            boundary = upper
+        return False

@@ -15,7 +15,15 @@ that dimension is ``[K(v) + a, K(v) + b)`` for one key expression ``K`` of the l
 between two different values of ``K`` (the gcd of its coefficients). Two iterations whose keys
 differ then touch disjoint windows; the iterations are independent when the keys of the
 windowed dimensions together tell every iteration apart (a mixed-radix check on linear keys,
-or enumeration over small constant loop ranges).
+iterator-map detection for keys like ``f // 56, f % 56``, or enumeration over small constant
+loop ranges).
+
+Whether different iterations run different instances of one block is an iterator-map question
+first (``_bindings_tell_apart``): when the block's spatial bindings are quasi-affine maps of
+the loops whose values determine the loops being changed (``tir.arith.iter_map.
+determined_vars``), two iterations never share an instance. That proof costs the
+same for ``(o * 16 + i) // 56, (o * 16 + i) % 56`` over 10^9 iterations as over 10; the window
+proof above is the fallback for bindings the detection does not accept.
 """
 
 from __future__ import annotations
@@ -27,6 +35,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from tir.arith import RangeRelaxer, simplify
+from tir.arith.iter_map import determined_vars
 from tir.ir import (
     Add,
     Block,
@@ -126,13 +135,21 @@ def collect_block_sites(root: Stmt, moved: Sequence[Var], primitive: str, target
 
 
 def check_distinct_instances(
-    sites: Sequence[BlockSite], loops: Sequence[For], primitive: str, target: str, what: str
+    sites: Sequence[BlockSite],
+    loops: Sequence[For],
+    primitive: str,
+    target: str,
+    what: str,
+    outer_loops: Sequence[For] = (),
 ) -> None:
     """Refuse unless different iterations of ``loops`` run different instances of every block
     under them: instances that differ in a spatial iterator are independent, but one instance
-    run by two iterations at once races with itself."""
+    run by two iterations at once races with itself. ``outer_loops`` (the loops around
+    ``loops`` up to their block) help the proof: bindings fuse them with ``loops``."""
     for site in sites:
         realize = site.realize
+        if _bindings_tell_apart(site, loops, outer_loops):
+            continue
         dom = {loop.loop_var: Range(loop.min, loop.extent) for loop in site.inner_loops}
         relaxer = RangeRelaxer(dom) if dom else None
         ranges = []
@@ -140,7 +157,7 @@ def check_distinct_instances(
             if iter_var.kind is IterKind.SPATIAL:
                 point = Range(value, IntImm(1, value.dtype))
                 ranges.append(relaxer.relax(point) if relaxer else point)
-        if not _footprints_disjoint([tuple(ranges)], loops):
+        if not _footprints_disjoint([tuple(ranges)], loops, outer_loops):
             shown = ", ".join(f"{iv.var.name} = {v}" for iv, v in zip(realize.block.iter_vars, realize.iter_values))
             raise ScheduleError(
                 primitive,
@@ -149,6 +166,46 @@ def check_distinct_instances(
                 f"{realize.block.name!r} (its spatial iterators must tell the iterations apart) to {what}",
                 f"block {realize.block.name!r}: {shown or 'no iterators'}",
             )
+
+
+def _bindings_tell_apart(site: BlockSite, loops: Sequence[For], outer_loops: Sequence[For]) -> bool:
+    """Whether the spatial bindings of the block of ``site`` determine the values of ``loops``
+    (for fixed values of the loops outside them), proved by iterator-map detection
+    (``determined_vars``) over ``loops`` and the loops between them and the block, under the
+    block predicate (it only removes iterations) or, failing that, without it.
+
+    The loops outside ``loops`` are iterators of the map too when given: a binding like
+    ``(o * 16 + i) % 1000`` is quasi-affine only with ``o`` an iterator, and values that
+    determine ``i`` over all of ``o`` determine it for each ``o``."""
+    realize = site.realize
+    spatial = [
+        value
+        for iter_var, value in zip(realize.block.iter_vars, realize.iter_values)
+        if iter_var.kind is IterKind.SPATIAL
+    ]
+    inner = [*loops, *site.inner_loops]
+    candidates = [[*outer_loops, *inner], inner] if outer_loops else [inner]
+    return any(_determine(spatial, free, loops, realize.predicate) for free in candidates)
+
+
+def _determine(exprs: Sequence[PrimExpr], free: Sequence[For], loops: Sequence[For], predicate: PrimExpr) -> bool:
+    """Whether the values of ``exprs`` (of the ``free`` loops) determine every loop of ``loops``."""
+    exprs = [expr for expr in exprs if uses_any(expr, [loop.loop_var for loop in free])]
+    if not exprs:
+        return all(_runs_once(loop) for loop in loops)
+    dom_map = {loop.loop_var: Range(loop.min, loop.extent) for loop in free}
+    conditions: list[PrimExpr | bool] = [True]
+    if not (isinstance(predicate, IntImm) and predicate.value == 1):
+        conditions.insert(0, predicate)
+    for condition in conditions:
+        found = {id(var) for var in determined_vars(exprs, dom_map, condition)}
+        if all(id(loop.loop_var) in found for loop in loops):
+            return True
+    return False
+
+
+def _runs_once(loop: For) -> bool:
+    return isinstance(loop.extent, IntImm) and loop.extent.value == 1
 
 
 def check_iterator_kinds(
@@ -245,13 +302,15 @@ def check_disjoint_footprints(
     target: str,
     what: str,
     private_buffers: Iterable[Buffer] = (),
+    outer_loops: Sequence[For] = (),
 ) -> None:
     """Refuse unless different iterations of ``loops`` touch disjoint parts of every buffer
     that one block under them writes and another block under them accesses.
 
     ``what`` says what the primitive would do to the iterations ("run them in parallel").
     ``private_buffers`` are left out, like buffers allocated under the loops: each iteration
-    has its own copy.
+    has its own copy. ``outer_loops`` (the loops around ``loops`` up to their block) help the
+    proof, as in ``check_distinct_instances``.
     """
     if len(sites) < 2:
         return
@@ -270,7 +329,7 @@ def check_disjoint_footprints(
         writers = [a for a in accesses if a.is_write]
         if len(blocks) < 2 or not writers:
             continue
-        if not _footprints_disjoint([a.ranges for a in accesses], loops):
+        if not _footprints_disjoint([a.ranges for a in accesses], loops, outer_loops):
             names = sorted({a.site.realize.block.name for a in accesses})
             writer_names = sorted({a.site.realize.block.name for a in writers})
             under = "the loops" if len(loops) > 1 else "the loop"
@@ -296,7 +355,9 @@ def _show_access(access: _Access) -> str:
     return f"block {access.site.realize.block.name!r} {verb} {access.buffer.name}[{', '.join(parts)}]"
 
 
-def _footprints_disjoint(regions: Sequence[tuple[Range, ...]], loops: Sequence[For]) -> bool:
+def _footprints_disjoint(
+    regions: Sequence[tuple[Range, ...]], loops: Sequence[For], outer_loops: Sequence[For] = ()
+) -> bool:
     """Whether different iterations of ``loops`` touch disjoint parts of a buffer accessed in
     ``regions`` (each a function of the loop variables)."""
     loop_vars = [loop.loop_var for loop in loops]
@@ -305,7 +366,7 @@ def _footprints_disjoint(regions: Sequence[tuple[Range, ...]], loops: Sequence[F
         key = _window_key([region[dim] for region in regions], loop_vars)
         if key is not None:
             keys.append(key)
-    return _keys_injective(keys, loops)
+    return _keys_injective(keys, loops, outer_loops)
 
 
 def _window_key(ranges: Sequence[Range], loop_vars: Sequence[Var]) -> list[tuple[int, PrimExpr]] | None:
@@ -377,14 +438,29 @@ def _same_terms(a: Sequence[tuple[int, PrimExpr]], b: Sequence[tuple[int, PrimEx
     return True
 
 
-def _keys_injective(keys: Sequence[Sequence[tuple[int, PrimExpr]]], loops: Sequence[For]) -> bool:
+def _keys_injective(
+    keys: Sequence[Sequence[tuple[int, PrimExpr]]], loops: Sequence[For], outer_loops: Sequence[For] = ()
+) -> bool:
     """Whether equal values of every key imply equal values of every loop variable."""
     determined: set[int] = set()
     for key in keys:
         determined |= _mixed_radix_vars(key, loops)
     if all(id(loop.loop_var) in determined for loop in loops):
         return True
-    return _enumerate_injective(keys, loops)
+    return _keys_determine(keys, loops, outer_loops) or _enumerate_injective(keys, loops)
+
+
+def _keys_determine(
+    keys: Sequence[Sequence[tuple[int, PrimExpr]]], loops: Sequence[For], outer_loops: Sequence[For]
+) -> bool:
+    """Whether the keys, as expressions of ``loops`` (and ``outer_loops``), determine
+    ``loops`` (``f // 56, f % 56`` determine ``f``), by iterator-map detection: no size limit."""
+    exprs = [_sum(key, key[0][1].dtype) for key in keys if key]
+    if not exprs:
+        return False
+    true = IntImm(1, "bool")
+    candidates = [[*outer_loops, *loops], list(loops)] if outer_loops else [list(loops)]
+    return any(_determine(exprs, free, loops, true) for free in candidates)
 
 
 def _mixed_radix_vars(key: Sequence[tuple[int, PrimExpr]], loops: Sequence[For]) -> set[int]:

@@ -127,10 +127,13 @@ def _check_independent(
         lambda iter_kind: f"{names[iter_kind]} cannot be {verb}: it is bound to this loop",
     )
     what = {ForKind.PARALLEL: "parallelize", ForKind.VECTORIZED: "vectorize", ForKind.THREAD_BINDING: "bind"}[kind]
-    check_distinct_instances(sites, [loop], primitive, target, f"{what} the loop")
+    outer = index.loops_above(loop)
+    check_distinct_instances(sites, [loop], primitive, target, f"{what} the loop", outer)
     # Every block takes part here (what a scratch writer reads of other buffers counts too);
     # only the accesses of the per-iteration scratch buffers are left out.
-    check_disjoint_footprints(all_sites, [loop], primitive, target, f"{what} the loop", private_buffers=scratch)
+    check_disjoint_footprints(
+        all_sites, [loop], primitive, target, f"{what} the loop", private_buffers=scratch, outer_loops=outer
+    )
 
 
 def _written_before_read(
