@@ -146,9 +146,9 @@ class MultiLevelTiling(SketchRule):
         readers = [
             name
             for name, realize in sch.index.blocks.items()
-            if name != "root" and any(r.buffer is buffer for r in realize.block.reads)
+            if name not in ("root", info.name) and any(r.buffer is buffer for r in realize.block.reads)
         ]
-        if len(readers) != 1 or readers[0] == info.name:
+        if len(readers) != 1:
             return False
         return block_info(sch, readers[0]).is_injective
 
