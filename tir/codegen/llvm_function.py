@@ -151,6 +151,7 @@ def _lane_index(index: PrimExpr, lane: int) -> PrimExpr | None:
 
 
 def _lowest_bit(value: int) -> int:
+    """The largest power of two dividing ``value`` (an alignment LLVM accepts; 12 -> 4)."""
     return value & -value if value else _BIG
 
 
@@ -396,9 +397,8 @@ class FunctionCodegen:
         elem_bytes = storage_bytes(buffer.dtype.element) * buffer.dtype.lanes
         lanes = index.dtype.lanes
         if lanes == 1:
-            b.store(
-                stored, self.element_pointer(binding, buffer, self.index_expr(index), index.dtype), align=elem_bytes
-            )
+            pointer = self.element_pointer(binding, buffer, self.index_expr(index), index.dtype)
+            b.store(stored, pointer, align=_lowest_bit(elem_bytes))
             return
         self.require_scalar_buffer(buffer)
         if lanes_of(stored.type) == 1:
@@ -412,7 +412,7 @@ class FunctionCodegen:
         for lane in range(lanes):
             lane_index = b.extract_element(indices, const(I32, lane))
             pointer = self.element_pointer(binding, buffer, lane_index, index.dtype.element)
-            b.store(b.extract_element(stored, const(I32, lane)), pointer, align=elem_bytes)
+            b.store(b.extract_element(stored, const(I32, lane)), pointer, align=_lowest_bit(elem_bytes))
 
     # ------------------------------------------------------------ buffer access
 
@@ -430,10 +430,14 @@ class FunctionCodegen:
         return self.builder.gep(binding.ptr, [self.to_i64(index, dtype)], source_etype=storage_type(buffer.dtype))
 
     def alignment(self, binding: BufferBinding, base: PrimExpr, elem_bytes: int, lanes: int) -> int:
-        """Byte alignment provable for a vector access starting at element ``base``."""
+        """Byte alignment provable for a vector access starting at element ``base``.
+
+        Always a power of two (LLVM rejects others, such as 24 for ``<6 x float>``): at least
+        the element's, at most the vector's size rounded down to a power of two."""
         multiple = self.known_multiple(base)
         known = _lowest_bit(elem_bytes * multiple) if multiple < _BIG else _BIG
-        return max(elem_bytes, min(known, _lowest_bit(binding.align), elem_bytes * lanes))
+        vector = 1 << ((elem_bytes * lanes).bit_length() - 1)
+        return max(_lowest_bit(elem_bytes), min(known, _lowest_bit(binding.align), vector))
 
     def flat_index(self, buffer: Buffer, indices: tuple[PrimExpr, ...]) -> PrimExpr:
         """The element offset of ``buffer[indices]`` (a Ramp for a vector access)."""
@@ -673,7 +677,7 @@ class FunctionCodegen:
         lanes = index.dtype.lanes
         if lanes == 1:
             pointer = self.element_pointer(binding, buffer, self.index_expr(index), index.dtype)
-            return from_storage(b, b.load(pointer, typ=elem_ty, align=elem_bytes), buffer.dtype)
+            return from_storage(b, b.load(pointer, typ=elem_ty, align=_lowest_bit(elem_bytes)), buffer.dtype)
         self.require_scalar_buffer(buffer)
         if isinstance(index, Ramp) and isinstance(index.stride, IntImm) and index.stride.value == 1:
             pointer = self.element_pointer(binding, buffer, self.index_expr(index.base), index.base.dtype)
@@ -682,7 +686,7 @@ class FunctionCodegen:
             return from_storage(b, raw, buffer.dtype.with_lanes(lanes))
         if isinstance(index, Broadcast):
             pointer = self.element_pointer(binding, buffer, self.index_expr(index.value), index.value.dtype)
-            scalar = from_storage(b, b.load(pointer, typ=elem_ty, align=elem_bytes), buffer.dtype)
+            scalar = from_storage(b, b.load(pointer, typ=elem_ty, align=_lowest_bit(elem_bytes)), buffer.dtype)
             return self.splat(scalar, lanes)
         # A gather, lane by lane. When each lane's index can be written as a scalar expression
         # (Ramp / Broadcast arithmetic), it is emitted as one: lanes loading the same element
@@ -701,7 +705,7 @@ class FunctionCodegen:
             else:
                 offset = b.extract_element(indices, position)
             pointer = self.element_pointer(binding, buffer, offset, index.dtype.element)
-            result = b.insert_element(result, b.load(pointer, typ=elem_ty, align=elem_bytes), position)
+            result = b.insert_element(result, b.load(pointer, typ=elem_ty, align=_lowest_bit(elem_bytes)), position)
         return from_storage(b, result, buffer.dtype.with_lanes(lanes))
 
     # ------------------------------------------------------------ calls
