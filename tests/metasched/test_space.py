@@ -14,7 +14,7 @@ import pytest
 
 import tir
 import tir.script as T
-from metasched.space import PostprocError, SpaceGenerator, default_postprocs
+from metasched.space import PostprocError, SpaceGenerator, default_postprocs, default_rules
 from metasched.space.analysis import block_info
 from metasched.space.rules.add_rfactor import AddRFactor
 from metasched.space.rules.auto_inline import AutoInline
@@ -261,8 +261,10 @@ def _sample(func: tir.PrimFunc, sketch: Trace, seed: int) -> Schedule:
     return sch
 
 
-def check_space(func: tir.PrimFunc, samples: int = SAMPLES) -> tuple[list[Trace], Counter[str], int]:
-    sketches = SpaceGenerator().generate(func, TARGET)
+def check_space(
+    func: tir.PrimFunc, samples: int = SAMPLES, space: SpaceGenerator | None = None
+) -> tuple[list[Trace], Counter[str], int]:
+    sketches = (space or SpaceGenerator()).generate(func, TARGET)
     assert sketches, "no sketch"
     rng = np.random.default_rng(0)
     inputs = _arguments(func, rng)
@@ -379,7 +381,7 @@ def packed_sketch(sketches: list[Trace]) -> Trace:
         s
         for s in sketches
         if any(inst.kind == "transform_layout" for inst in s.instructions)
-        and not any(inst.kind == "cache_write" for inst in s.instructions)
+        and not any(inst.kind in ("cache_write", "compute_at") for inst in s.instructions)
     )
 
 
@@ -404,3 +406,15 @@ def test_hand_schedule_is_reachable() -> None:
     rng = np.random.default_rng(1)
     inputs = _arguments(func, rng)
     np.testing.assert_allclose(_outputs(sch.func, inputs)[2], inputs[0] @ inputs[1], rtol=1e-4, atol=1e-4)
+
+
+def test_packing_per_tile_option() -> None:
+    rules = [
+        MultiLevelTiling(TARGET, pack_levels=(2,)) if isinstance(rule, MultiLevelTiling) else rule
+        for rule in default_rules(TARGET)
+    ]
+    space = SpaceGenerator(rules=rules)
+    sketches, rejects, valid = check_space(matmul(), samples=9, space=space)
+    assert len(sketches) == 9  # (no packing, packing at the root, packing per tile) x 3 output tiles
+    assert sum("compute_at" in (i.kind for i in s.instructions) for s in sketches) == 3
+    assert valid == 9, dict(rejects)

@@ -18,7 +18,10 @@ part. Sketch choices, one copy each:
   (B in ``A @ B``, the weights of an NHWC convolution, a transposed dense weight) is copied
   (``cache_read``) into panels one vector register wide, contiguous along the reduction
   (``transform_layout``: ``(k, j) -> (j // P, k, j % P)``); the vectorized loop's innermost
-  tile is then the panel width P. The copy is made once, at the root.
+  tile is then the panel width P. The copy is made once at the root; ``pack_levels=(2,)`` adds
+  packing per tile (``compute_at`` at tile level 2: each tile packs the panels it reads). That
+  option is off by default: ``parallel`` refuses a loop whose iterations repack the same panels
+  into the (iteration-local) packed buffer, so such candidates run on one core.
 
 For a 1024^3 matmul, the decisions ``i: [8, 1, 32, 4]``, ``j: [1, 64, 1] + 16`` (packed),
 ``k: [1, 1024]`` give the hand schedule of examples/matmul_schedule.py.
@@ -67,12 +70,14 @@ class MultiLevelTiling(SketchRule):
         max_reduce_innermost: int = 1024,
         write_levels: tuple[int, ...] = (1, 2),
         pack: bool = True,
+        pack_levels: tuple[int, ...] = (),
     ) -> None:
         self.target = Target.parse(target)
         self.max_innermost_factor = max_innermost_factor
         self.max_reduce_innermost = max_reduce_innermost
         self.write_levels = write_levels
         self.pack = pack
+        self.pack_levels = pack_levels
 
     def fits(self, info: BlockInfo) -> bool:
         return (
@@ -87,9 +92,9 @@ class MultiLevelTiling(SketchRule):
         info = block_info(sch, block)
         if not self.fits(info):
             return [sch]
-        packs: list[PackChoice | None] = [None]
+        packs: list[tuple[PackChoice, int | None] | None] = [None]
         if self.pack:
-            packs += self.pack_choices(info)
+            packs += [(choice, at) for choice in self.pack_choices(info) for at in (None, *self.pack_levels)]
         fuse_consumer = self._fusible_consumer(sch, info)
         results = []
         for pack in packs:
@@ -159,11 +164,12 @@ class MultiLevelTiling(SketchRule):
         sch: Schedule,
         block: BlockRV,
         info: BlockInfo,
-        pack: PackChoice | None,
+        packing: tuple[PackChoice, int | None] | None,
         level: int | None,
         fuse_consumer: bool,
     ) -> None:
         assert info.loops is not None
+        pack, pack_level = packing if packing is not None else (None, None)
         nest = sch.index.loops_above(info.realize)
         handles = sch.get_loops(block)
         handle_of = {var: handles[next(i for i, f in enumerate(nest) if f is loop)] for var, loop in info.loops.items()}
@@ -196,4 +202,7 @@ class MultiLevelTiling(SketchRule):
                 sch.reverse_compute_at(written, anchor)
         if pack is not None:
             packed = sch.cache_read(block, pack.read_index, "global")
+            if pack_level is not None:
+                # Pack per tile, before the layout change (compute_at wants plain write indices).
+                sch.compute_at(packed, spatial_tiles[-1][pack_level - 1])
             sch.transform_layout(packed, ("write", 0), pack.index_map())
