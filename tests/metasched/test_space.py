@@ -340,7 +340,7 @@ def test_auto_inline_folds_elementwise_chain() -> None:
 
 
 def test_add_rfactor_branches_on_small_spatial_extent() -> None:
-    sch = Schedule(row_sum)
+    sch = Schedule(row_sum, seed=0)
     made = AddRFactor(TARGET).apply(sch, sch.get_block("sum"))
     assert len(made) == 3
     assert any(len(s.index.blocks) == 3 for s in made[1:])  # partial sums + final sum

@@ -41,6 +41,11 @@ class AddRFactor(SketchRule):
         # The reduction loops must be the innermost ones, so fusing them keeps the nest perfect.
         if {id(loop) for loop in nest[len(nest) - len(reduce_loops) :]} != {id(loop) for loop in reduce_loops}:
             return [sch]
+        extent = info.reduce_extent
+        inner = next((f for f in (64, 32, 16, 8, 4, 2) if extent % f == 0 and f < extent), None)
+        if inner is None:
+            return [sch]
+        first_draw = [extent // inner, inner]
         results = [sch]
         for which in (1, 0):
 
@@ -48,7 +53,9 @@ class AddRFactor(SketchRule):
                 loops = s.get_loops(block)
                 reduce = loops[len(loops) - len(reduce_loops) :]
                 fused = s.fuse(*reduce) if len(reduce) > 1 else reduce[0]
-                sizes = s.sample_perfect_tile(fused, n=2, max_innermost_factor=64)
+                # The sketch's own draw avoids unit tiles (rfactor refuses a loop that drives
+                # nothing), so the sketch exists whatever the seed; replays sample afresh.
+                sizes = s.sample_perfect_tile(fused, n=2, max_innermost_factor=64, decision=first_draw)
                 parts = s.split(fused, sizes)
                 s.rfactor(parts[which], 0)
 
