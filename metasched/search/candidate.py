@@ -87,11 +87,14 @@ def make_candidate(
     """Replay ``sketch`` on ``func`` with ``decisions`` (others sampled with ``seed``), run the
     postprocessors and the validator. Raises ``Rejected`` saying at which stage and why."""
     sch = Schedule(func, seed=seed)
+    positions = sampling_positions(sketch)
+    # Trace.apply_to keeps a recorded decision unless told None: every position not decided
+    # here is sampled afresh.
+    chosen = {pos: (decisions or {}).get(pos) for pos in positions}
     try:
-        sketch.apply_to(sch, decisions)
+        sketch.apply_to(sch, chosen)
     except (ScheduleError, ValueError) as error:
         raise Rejected("replay", _first_line(error)) from None
-    positions = sampling_positions(sketch)
     taken = {pos: sch.trace.instructions[pos].decision for pos in positions}
     for postproc in postprocs:
         try:
