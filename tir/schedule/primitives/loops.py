@@ -6,12 +6,17 @@ import math
 from collections.abc import Sequence
 
 from tir.arith import Analyzer, simplify
+from tir.arith.iter_map import IterMapResult, detect_iter_map, normalize_iter_map
 from tir.ir import (
+    Block,
     BlockRealize,
+    FloorDiv,
+    FloorMod,
     For,
     ForKind,
     IfThenElse,
     IntImm,
+    IRMutator,
     IterKind,
     PrimExpr,
     PrimFunc,
@@ -19,6 +24,8 @@ from tir.ir import (
     Stmt,
     Var,
     const,
+    post_order_visit,
+    substitute,
 )
 from tir.ir.dtype import INT32
 from tir.ir.expr import And
@@ -32,7 +39,7 @@ from tir.schedule.primitives._loops_util import (
     loop_header,
     uses_any,
 )
-from tir.schedule.tree import TreeIndex, replace_stmt
+from tir.schedule.tree import TreeIndex, child_stmts, replace_stmt
 
 
 def split(func: PrimFunc, loop_var: Var, factors: Sequence[int | None]) -> tuple[PrimFunc, list[Var]]:
@@ -118,12 +125,16 @@ def split(func: PrimFunc, loop_var: Var, factors: Sequence[int | None]) -> tuple
     dom = loop_dom_map(index, loop)
     dom.update({var: Range(const(0, dtype), const(size, dtype)) for var, size in zip(new_vars, sizes)})
     body = substitute_and_simplify(loop.body, {loop_var: fused}, dom)
+    guard = None
     if extent is None or total != extent:
-        body = _guard(body, index, fused < loop.min + loop.extent, dom)
+        guard = fused < loop.min + loop.extent
+        body = _guard(body, index, guard, dom)
     new_loop: Stmt = body
     for var, size in reversed(list(zip(new_vars, sizes))):
         new_loop = For(var, const(0, dtype), const(size, dtype), ForKind.SERIAL, new_loop)
-    return replace_stmt(index, loop, new_loop), new_vars
+    result = replace_stmt(index, loop, new_loop)
+    result = _keep_bindings_affine("split", loop_target(loop), index, result, new_loop, {loop_var: fused}, guard)
+    return result, new_vars
 
 
 def _guard(body: Stmt, index: TreeIndex, condition: PrimExpr, dom: dict[Var, Range]) -> Stmt:
@@ -259,7 +270,172 @@ def fuse(func: PrimFunc, loop_vars: Sequence[Var]) -> tuple[PrimFunc, Var]:
         inner_product = extents[position] if _is_one(inner_product) else inner_product * extents[position]
     body = substitute_and_simplify(loops[-1].body, vmap, dom)
     new_loop = For(fused, const(0, dtype), total, ForKind.SERIAL, body)
-    return replace_stmt(index, loops[0], new_loop), fused
+    result = replace_stmt(index, loops[0], new_loop)
+    return _keep_bindings_affine("fuse", loop_target(loops[0]), index, result, new_loop, vmap), fused
+
+
+def _keep_bindings_affine(
+    primitive: str,
+    target: str,
+    before: TreeIndex,
+    func: PrimFunc,
+    new_loop: Stmt,
+    vmap: dict[Var, PrimExpr],
+    guard: PrimExpr | None = None,
+) -> PrimFunc:
+    """``func`` (the result of a split or fuse that put ``new_loop`` in place and substituted
+    ``vmap`` into the bindings) with every block binding under ``new_loop`` quasi-affine and
+    independent again where it was before, and inside their iterators' domains, as
+    ``tir.analysis.verify`` requires (``guard``: the predicate a split added).
+
+    Simplifying the substituted bindings can take them out of that form: after fusing
+    ``(5, 7, 2)`` and splitting by 8, ``(o * 8 + i) // 2 % 7`` simplifies to
+    ``(o * 4 + i // 2) % 7``, which uses the digits of ``o`` separately from
+    ``(o * 8 + i) // 14``, and iterator-map detection no longer sees one fused iterator. Such a
+    block gets its bindings as normalized from their iterator sums, or else substituted
+    without simplification, with its predicate as simplified or else as substituted; if no
+    such form is accepted, the primitive is refused.
+    """
+    changed: list[Var] = []
+    for value in vmap.values():
+        post_order_visit(value, lambda node: changed.append(node) if isinstance(node, Var) else None)
+    after: TreeIndex | None = None
+    fixed: dict[int, BlockRealize] = {}
+    for realize in _realizes_under(new_loop):
+        # Sums and products of loop variables stay in the detector's form; only an expression
+        # of the new loops with a division or modulo in it can be simplified out of it. (This
+        # keeps split and fuse cheap on the common path: no detection at all.)
+        exprs = (*realize.iter_values, realize.predicate)
+        if not any(uses_any(expr, changed) and _divides(expr) for expr in exprs):
+            continue
+        after = after or TreeIndex(func)
+        if _bindings_affine(after, realize) is not False:
+            continue
+        old = before.blocks.get(realize.block.name)
+        if old is None or _bindings_affine(before, old) is not True:
+            continue  # not affine before this step either: not this step's doing
+        raw = [substitute(value, vmap) for value in old.iter_values]
+        dom = {loop.loop_var: Range(loop.min, loop.extent) for loop in after.loops_above(realize)}
+        raw_predicate = substitute(old.predicate, vmap)
+        if guard is not None:
+            raw_predicate = guard if _is_true(raw_predicate) else And(raw_predicate, guard)
+        for predicate in (realize.predicate, raw_predicate):
+            for values in (normalize_iter_map(raw, dom, predicate), raw):
+                candidate = realize.replace(iter_values=tuple(values), predicate=predicate)
+                if _bindings_affine(after, candidate, realize) is True:
+                    fixed[id(realize)] = candidate
+                    break
+            if id(realize) in fixed:
+                break
+        if id(realize) not in fixed:
+            result = _detect_bindings(after, realize)
+            errors = "; ".join(result.errors) if result is not None else ""
+            raise ScheduleError(
+                primitive,
+                target,
+                f"the bindings of block {realize.block.name!r} would no longer be quasi-affine and independent "
+                f"({errors})",
+                realize,
+            )
+    if not fixed:
+        return func
+
+    class Rebind(IRMutator):
+        def visit_BlockRealize(self, realize: BlockRealize) -> Stmt:
+            replacement = fixed.get(id(realize))
+            return replacement if replacement is not None else self.generic_visit(realize)
+
+    return func.replace(body=Rebind().visit(func.body))
+
+
+def _divides(expr: PrimExpr) -> bool:
+    """Whether ``expr`` has a floor division or modulo in it."""
+    found = False
+
+    def visit(node: object) -> None:
+        nonlocal found
+        if isinstance(node, (FloorDiv, FloorMod)):
+            found = True
+
+    post_order_visit(expr, visit)
+    return found
+
+
+def _realizes_under(stmt: Stmt) -> list[BlockRealize]:
+    """The block realizes under ``stmt`` that are not inside another block."""
+    found: list[BlockRealize] = []
+
+    def walk(node: Stmt) -> None:
+        if isinstance(node, BlockRealize):
+            found.append(node)
+            return
+        for child in child_stmts(node):
+            walk(child)
+
+    walk(stmt)
+    return found
+
+
+def _detect_bindings(
+    index: TreeIndex, realize: BlockRealize, placed: BlockRealize | None = None
+) -> IterMapResult | None:
+    """Iterator-map detection of the block's non-opaque bindings over the loops between it and
+    its parent block, as the validator runs it (None when it does not judge the block: no
+    bindings, or loop ranges that depend on other loops). ``placed``: the realize whose
+    position in ``index`` to use, when ``realize`` is a candidate not in the tree."""
+    loops = index.loops_above(placed if placed is not None else realize)
+    loop_vars = [loop.loop_var for loop in loops]
+    if any(uses_any(bound, loop_vars) for loop in loops for bound in (loop.min, loop.extent)):
+        return None
+    values = [v for iv, v in zip(realize.block.iter_vars, realize.iter_values) if iv.kind is not IterKind.OPAQUE]
+    if not values:
+        return None
+    dom = {loop.loop_var: Range(loop.min, loop.extent) for loop in loops}
+    return detect_iter_map(values, dom, realize.predicate, "surjective", _known_ranges(index, placed or realize))
+
+
+def _known_ranges(index: TreeIndex, realize: BlockRealize) -> dict[Var, Range]:
+    """What the validator knows of the variables bound outside a block's scope: parameter
+    sizes are at least 1, outer loops and the iterators of enclosing blocks have ranges."""
+    known: dict[Var, Range] = {}
+    sizes: list[Var] = []
+    for buffer in index.func.buffer_params:
+        for extent in buffer.shape:
+            post_order_visit(extent, lambda node: sizes.append(node) if isinstance(node, Var) else None)
+    for var in sizes:
+        known[var] = Range(IntImm(1, var.dtype), IntImm(var.dtype.max_value() - 1, var.dtype))
+    for node in index.ancestors(realize):
+        if isinstance(node, For):
+            known[node.loop_var] = Range(node.min, node.extent)
+        elif isinstance(node, Block):
+            known.update({iv.var: iv.dom for iv in node.iter_vars})
+    return known
+
+
+def _bindings_affine(index: TreeIndex, realize: BlockRealize, placed: BlockRealize | None = None) -> bool | None:
+    """Whether detection accepts the bindings and, where it relates the predicate to them,
+    finds their constant ranges inside the iterators' domains (the validator's checks); None
+    when it does not judge the block."""
+    result = _detect_bindings(index, realize, placed)
+    if result is None:
+        return None
+    if not result.ok:
+        return False
+    if not result.predicate_applied:
+        return True  # ranges are supersets: the validator only reports an excursion it confirms
+    judged = [iv for iv in realize.block.iter_vars if iv.kind is not IterKind.OPAQUE]
+    for iter_var, values in zip(judged, result.ranges):
+        dom = iter_var.dom
+        bounds = (values.min, values.extent, dom.min, dom.extent)
+        if all(isinstance(b, IntImm) for b in bounds):
+            low, extent, dom_low, dom_extent = (b.value for b in bounds)  # type: ignore[attr-defined]
+            if low < dom_low or low + extent > dom_low + dom_extent:
+                return False  # the values leave the iterator's domain as far as detection sees
+    return True
+
+
+def _is_true(expr: PrimExpr) -> bool:
+    return isinstance(expr, IntImm) and expr.value == 1
 
 
 def _is_one(expr: PrimExpr) -> bool:
