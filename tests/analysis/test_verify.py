@@ -671,9 +671,19 @@ def test_schedule_debug_mode_validates_each_primitive() -> None:
 
 def test_schedule_debug_mode_raises_on_invalid_result() -> None:
     bad = next(c for c in CASES if c.name == "dependent_bindings_paper").build()
-    sch = Schedule(bad, debug=True)
+    sch = Schedule(bad)
     with pytest.raises(ScheduleError, match=r"fails validation: \[binding\] block 'B'"):
         sch._verify(sch.func, "split")
+
+
+def test_schedule_debug_mode_reports_an_invalid_input_as_such() -> None:
+    # Checked when the schedule is created: no later step is blamed for it (issue 17 C).
+    bad = next(c for c in CASES if c.name == "dependent_bindings_paper").build()
+    with pytest.raises(
+        ScheduleError, match=r"^Schedule: .*the input program fails validation before any step: \[binding\] block 'B'"
+    ):
+        Schedule(bad, debug=True)
+    Schedule(bad)  # without debug nothing is checked
 
 
 def test_schedule_debug_mode_keeps_the_program_when_a_result_fails_validation() -> None:

@@ -51,6 +51,9 @@ class ScheduleBase:
         self.seed = seed
         self.rng = random.Random(seed)
         self.debug = debug
+        if debug:
+            # Checked once up front, so that a step is only ever blamed for problems it made.
+            self._verify(func, "Schedule", "the input program fails validation before any step")
         self.trace = Trace()
         self._rv_counter = 0
         # Handles remember the schedule that made them; copies share it (their handles agree),
@@ -95,14 +98,12 @@ class ScheduleBase:
         self._func = func
         self._index = None
 
-    def _verify(self, func: PrimFunc, primitive: str) -> None:
+    def _verify(self, func: PrimFunc, primitive: str, what: str = "the result fails validation") -> None:
         from tir.analysis import verify
 
         problems = verify(func)
         if problems:
-            raise ScheduleError(
-                primitive, f"function {func.name!r}", "the result fails validation: " + "; ".join(map(str, problems))
-            )
+            raise ScheduleError(primitive, f"function {func.name!r}", f"{what}: " + "; ".join(map(str, problems)))
 
     # ---------------------------------------------------------------- handles
 
