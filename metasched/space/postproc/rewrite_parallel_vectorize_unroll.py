@@ -40,13 +40,16 @@ __all__ = ["RewriteParallelVectorizeUnroll"]
 
 
 def _attempt(sch: Schedule, step: Callable[[Schedule], Any]) -> bool:
-    """Run ``step`` on ``sch`` only if it succeeds on a copy (a refused primitive in the middle
-    of a fuse-then-parallel must not leave the fuse behind)."""
+    """Run ``step`` on a copy and keep the result only if every primitive in it succeeded (a
+    refused primitive in the middle of a fuse-then-parallel must not leave the fuse behind).
+    The copy continues the same schedule (same handles, trace and random state), so adopting
+    its state is the same as having run the step on ``sch``, without running it twice."""
+    trial = sch.copy()
     try:
-        step(sch.copy())
+        step(trial)
     except ScheduleError:
         return False
-    step(sch)
+    sch.__dict__.update(trial.__dict__)
     return True
 
 
