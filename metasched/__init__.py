@@ -10,6 +10,7 @@ docs/metasched.md describes the stages (design space, search, cost model, measur
 
 from __future__ import annotations
 
+from metasched.database import Database, TuningRecord
 from metasched.task import Task, count_flops, extract_tasks
 from metasched.tune import TaskResult, TuneResult, apply_database, tune
 
@@ -20,16 +21,10 @@ __all__ = [
     "Task",
     "TaskResult",
     "TuneResult",
+    "TuningRecord",
     "apply_database",
     "count_flops",
     "extract_tasks",
     "tune",
 ]
 
-
-def __getattr__(name: str):  # noqa: ANN202 - lazy: the database module is optional at import
-    if name == "Database":
-        from metasched.database import Database
-
-        return Database
-    raise AttributeError(f"module 'metasched' has no attribute {name!r}")

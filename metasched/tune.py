@@ -101,12 +101,12 @@ def _make_cost_model(cost_model: Any, seed: int) -> Any:
 
 
 def _make_strategy(
-    strategy: str, task: Task, sketches: list[Trace], postprocs: list[Any], model: Any, seed: int
+    strategy: str, task: Task, sketches: list[Trace], postprocs: list[Any], model: Any, seed: int, options: dict
 ) -> SearchStrategy:
     if strategy == "evolutionary":
-        return EvolutionarySearch(task, sketches, postprocs, model, seed=seed)
+        return EvolutionarySearch(task, sketches, postprocs, model, seed=seed, **options)
     if strategy == "replay":
-        return ReplaySearch(task, sketches, postprocs, model, seed=seed)
+        return ReplaySearch(task, sketches, postprocs, model, seed=seed, **options)
     raise ValueError(f"unknown strategy {strategy!r}; use 'evolutionary' or 'replay'")
 
 
@@ -134,6 +134,7 @@ def tune(
     batch_size: int = 32,
     space: Any = None,
     measurer: Any = None,
+    search_options: dict[str, Any] | None = None,
     log: Callable[[str], None] | None = None,
 ) -> TuneResult:
     """Tune a program (or every function of a module, or a list of ``Task``) for ``target``.
@@ -144,7 +145,9 @@ def tune(
     ``num_threads`` pins the threads a candidate runs with (default: the module default).
     ``executor`` is any ``concurrent.futures.Executor`` for builds and runs (default: a local
     pool of spawned processes). ``cost_model`` is "xgb", "random" or a model object;
-    ``strategy`` "evolutionary" or "replay"; ``space`` a ``SpaceGenerator`` (default rules).
+    ``strategy`` "evolutionary" or "replay"; ``space`` a ``SpaceGenerator`` (default rules);
+    ``search_options`` keyword arguments of the strategy (``population``, ``generations``, ...);
+    ``measurer`` an object with ``measure(inputs)``/``close()`` instead of the default ``Measurer``.
     ``log`` receives progress lines (default: printed to stderr; pass ``lambda s: None`` to
     silence). The best candidate of each task is checked against the unscheduled program.
     """
@@ -176,7 +179,7 @@ def tune(
         database.commit_workload(task.func)
         sketches = space.generate(task.func, target_text)
         postprocs = list(space.postprocs_for(target_text)) if hasattr(space, "postprocs_for") else space.postprocs
-        search = _make_strategy(strategy, task, sketches, postprocs, model, seed + 7919 * index)
+        search = _make_strategy(strategy, task, sketches, postprocs, model, seed + 7919 * index, search_options or {})
         strategies.append(search)
         result = TaskResult(task.name, task.func, task.target, task.weight, task.flops)
         results.append(result)
@@ -250,34 +253,27 @@ def tune(
                 f"[{task.name}] trials {result.trials} (total {total}{'/' + str(trials) if trials else ''}), "
                 f"best {shown}, {elapsed:.0f} s"
             )
+        # Results: the database's best per task (earlier runs included), checked once more.
+        for task, result in zip(tasks, results):
+            _settle_best(task, result, database, target_text, measurer, log)
     finally:
         for search, result in zip(strategies, results):
             result.rejects = search.rejects
         if owns_measurer:
             measurer.close()
-
-    # Results: the database's best per task (earlier runs included), checked once more.
-    for task, result in zip(tasks, results):
-        _settle_best(task, result, database, target_text, num_threads, executor, log)
     return TuneResult(database, results, total, time.perf_counter() - start, build_seconds)
 
 
-def _settle_best(
-    task: Task, result: TaskResult, database: Any, target: str, num_threads: int | None, executor: Any, log: Any
-) -> None:
+def _settle_best(task: Task, result: TaskResult, database: Any, target: str, measurer: Any, log: Any) -> None:
     """Take the fastest recorded candidate whose replay still computes what the unscheduled
     program computes; a record that fails the check is skipped (and said so)."""
-    from metasched.measure import MeasureInput, Measurer
+    from metasched.measure import MeasureInput
 
     for record in database.get_top_k(task.func, target, 5):
         func = _replay(task.func, Trace.from_json(record.trace_json))
         if func is None:
             continue
-        checker = Measurer(target, executor=executor, num_threads=num_threads, repeat=1)
-        try:
-            outcome = checker.measure([MeasureInput(func, target, reference=task.func)])[0]
-        finally:
-            checker.close()
+        outcome = measurer.measure([MeasureInput(func, target, reference=task.func)])[0]
         if outcome.error_kind is None:
             result.best_seconds = record.seconds
             result.best_trace = Trace.from_json(record.trace_json)
