@@ -28,6 +28,7 @@ instructions the failure does not need (greedily, each candidate checked in a wo
 
 from __future__ import annotations
 
+import ctypes
 import json
 import multiprocessing
 import multiprocessing.connection
@@ -322,6 +323,14 @@ def _worker_main(conn: multiprocessing.connection.Connection) -> None:
             report = Report()
             run_sequence(seq_id, seed, checker, report)
             conn.send(("done", report))
+        elif request[0] == "selftest_out_of_bounds":
+            # The harness's own check: a write one element past a guarded array kills the worker.
+            array = GuardedArrays().empty((3,), np.dtype(np.float32))
+            conn.send(
+                ("checkpoint", {"kernel": "selftest", "primitive": "selftest", "phase": "an out-of-bounds write"})
+            )
+            ctypes.c_float.from_address(array.ctypes.data + 3 * 4).value = 1.0
+            conn.send(("survived", None))
         elif request[0] == "classify":
             _, kernel, trace_json = request
             try:

@@ -284,7 +284,9 @@ def conv2d_nhwc_1x1(
 
 @T.script
 def depthwise_conv2d_nhwc(
-    data: T.Buffer((1, 7, 7, 4), "float32"), weight: T.Buffer((3, 3, 4), "float32"), out: T.Buffer((1, 7, 7, 4), "float32")
+    data: T.Buffer((1, 7, 7, 4), "float32"),
+    weight: T.Buffer((3, 3, 4), "float32"),
+    out: T.Buffer((1, 7, 7, 4), "float32"),
 ):
     for n, h, w, c, rh, rw in T.grid(1, 7, 7, 4, 3, 3):
         with T.block("depthwise"):
@@ -331,7 +333,9 @@ def grouped_conv2d_nchw(
 
 
 @T.script
-def conv1d_transpose(data: T.Buffer((2, 5), "float32"), weight: T.Buffer((2, 3, 3), "float32"), out: T.Buffer((3, 11), "float32")):
+def conv1d_transpose(
+    data: T.Buffer((2, 5), "float32"), weight: T.Buffer((2, 3, 3), "float32"), out: T.Buffer((3, 11), "float32")
+):
     # stride 2, kernel 3: out width (5 - 1) * 2 + 3 = 11
     for co, w, ci, r in T.grid(3, 11, 2, 3):
         with T.block("convt"):
@@ -547,7 +551,9 @@ def elementwise_chain(A: T.Buffer((37,), "float32"), D: T.Buffer((37,), "float32
 
 
 @T.script
-def broadcast_bias_tanh(A: T.Buffer((6, 10), "float32"), b: T.Buffer((10,), "float32"), C: T.Buffer((6, 10), "float32")):
+def broadcast_bias_tanh(
+    A: T.Buffer((6, 10), "float32"), b: T.Buffer((10,), "float32"), C: T.Buffer((6, 10), "float32")
+):
     B = T.alloc_buffer((6, 10), "float32")
     for i, j in T.grid(6, 10):
         with T.block("B"):
@@ -560,7 +566,9 @@ def broadcast_bias_tanh(A: T.Buffer((6, 10), "float32"), b: T.Buffer((10,), "flo
 
 
 @T.script
-def two_outputs_one_block(A: T.Buffer((4, 9), "float32"), B: T.Buffer((4, 9), "float32"), C: T.Buffer((4, 9), "float32")):
+def two_outputs_one_block(
+    A: T.Buffer((4, 9), "float32"), B: T.Buffer((4, 9), "float32"), C: T.Buffer((4, 9), "float32")
+):
     for i, j in T.grid(4, 9):
         with T.block("BC"):
             vi, vj = T.remap("SS", i, j)

@@ -22,7 +22,9 @@ from tests.fuzz.engine import CLASSES, Report, fuzz, replay_file, write_reproduc
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tests.fuzz.run", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--steps", type=int, default=None, help="primitive steps to plan (default 2000 without --seconds)")
+    parser.add_argument(
+        "--steps", type=int, default=None, help="primitive steps to plan (default 2000 without --seconds)"
+    )
     parser.add_argument("--seconds", type=float, default=None, help="stop handing out sequences after this long")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--jobs", type=int, default=2, help="worker processes")
