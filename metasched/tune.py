@@ -209,13 +209,17 @@ def tune(
                 break
             task, search, result = tasks[index], strategies[index], results[index]
             size = batch_size if trials is None else min(batch_size, trials - total)
+            search_start = time.perf_counter()
             batch = search.next_batch(size)
+            search_seconds = time.perf_counter() - search_start
             if not batch:
                 progress[index].done = True
                 log(f"[{task.name}] the design space has no new valid candidate; done")
                 continue
             inputs = [MeasureInput(c.func, target_text, reference=task.func) for c in batch]
-            measured = measurer.measure(inputs)
+            measure_start = time.perf_counter()
+            measured = measurer.measure(inputs, best_seconds=result.best_seconds)
+            measure_seconds = time.perf_counter() - measure_start
             seconds: list[float | None] = []
             for candidate, outcome in zip(batch, measured):
                 database.commit_record(
@@ -251,7 +255,7 @@ def tune(
             shown = f"{best * 1e3:.3f} ms ({task.flops / best / 1e9:.1f} GFLOP/s)" if math.isfinite(best) else "none"
             log(
                 f"[{task.name}] trials {result.trials} (total {total}{'/' + str(trials) if trials else ''}), "
-                f"best {shown}, {elapsed:.0f} s"
+                f"best {shown}, {elapsed:.0f} s (search {search_seconds:.1f} s, measure {measure_seconds:.1f} s)"
             )
         # Results: the database's best per task (earlier runs included), checked once more.
         for task, result in zip(tasks, results):

@@ -25,7 +25,7 @@ import multiprocessing
 import time
 from collections.abc import Sequence
 from concurrent.futures import Executor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from metasched.measure.worker import Job
@@ -107,6 +107,9 @@ class _Pool:
     def measure(self, jobs: Sequence[Job]) -> list[dict[str, Any]]:
         results: list[dict[str, Any] | None] = [None] * len(jobs)
         pending = list(range(len(jobs)))
+        # Runs are sequential: the best time so far, this batch included, lets a far slower
+        # candidate be timed once (see worker.run_job).
+        best = min((job.best for job in jobs if job.best is not None), default=None)
         for _attempt in range(2):  # a second attempt for modules lost with a crashed worker
             built = self._build(jobs, pending, results)
             lost: list[int] = []
@@ -116,7 +119,10 @@ class _Pool:
                     lost.append(index)
                     continue
                 worker.built.discard(index)
-                reply = worker.call(("run", index, jobs[index]), self.timeout)
+                job = jobs[index] if best is None else replace(jobs[index], best=best)
+                reply = worker.call(("run", index, job), self.timeout)
+                if reply.get("seconds") is not None and reply.get("error_kind") is None:
+                    best = reply["seconds"] if best is None else min(best, reply["seconds"])
                 results[index] = {**results[index], **reply}  # type: ignore[dict-item]
                 if not worker.alive:
                     worker.built.clear()
@@ -221,7 +227,9 @@ class Measurer:
         self.build_timeout = build_timeout
         self._pool: _Pool | None = None
 
-    def measure(self, inputs: Sequence[MeasureInput]) -> list[MeasureResult]:
+    def measure(self, inputs: Sequence[MeasureInput], best_seconds: float | None = None) -> list[MeasureResult]:
+        """Results in the order of ``inputs``. ``best_seconds`` (the best so far) lets a
+        candidate several times slower be reported after one run instead of ``repeat``."""
         if not inputs:
             return []
         jobs = [
@@ -231,6 +239,7 @@ class Measurer:
                 item.reference.script() if item.reference is not None else None,
                 self.num_threads,
                 self.repeat,
+                best_seconds,
             )
             for item in inputs
         ]

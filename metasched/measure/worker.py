@@ -26,7 +26,13 @@ class Job:
     reference: str | None  # the unscheduled program, printed (outputs are checked against it)
     num_threads: int | None
     repeat: int
+    best: float | None = None  # the best seconds so far: a candidate far slower is timed once
+    budget: float = 1.0  # seconds of timed runs at most (fewer repeats for slow candidates)
 
+
+#: A candidate whose first (checked) run is this many times slower than the best so far is
+#: reported with that one time.
+_GIVE_UP_FACTOR = 4.0
 
 _modules: dict[int, Any] = {}
 _references: dict[str, list[np.ndarray]] = {}
@@ -130,14 +136,21 @@ def run_job(key: int, job: Job) -> dict[str, Any]:
         if job.num_threads is not None:
             module.set_num_threads(job.num_threads)
         arrays, outputs = _fresh_arguments(func)
+        start = time.perf_counter()
         module(*arrays)
+        first = time.perf_counter() - start
         if job.reference is not None:
             expected = _reference_outputs(job.reference, job.target)
             for position, want in zip(outputs, expected):
                 problem = _compare(arrays[position], want)
                 if problem is not None:
                     return {"error_kind": "wrong", "error_msg": f"{func.buffer_params[position].name}: {problem}"}
-        seconds = module.time(*arrays, repeat=job.repeat, warmup=1)
+        if job.best is not None and first > _GIVE_UP_FACTOR * job.best:
+            # Far slower than the best so far: its exact time cannot matter, and timing it
+            # repeatedly would cost the search more than everything else.
+            return {"seconds": first}
+        repeat = max(1, min(job.repeat, int(job.budget / max(first, 1e-9))))
+        seconds = module.time(*arrays, repeat=repeat, warmup=1 if first < job.budget / 4 else 0)
     except Exception as error:  # noqa: BLE001
         return {"error_kind": "run", "error_msg": _first_line(error)}
     return {"seconds": seconds}

@@ -223,16 +223,21 @@ class EvolutionarySearch(SearchStrategy):
         return self.rng.choices(ranked, weights=weights, k=len(ranked))
 
     def _pick(self, pool: dict[Any, Candidate], size: int) -> list[Candidate]:
-        ranked = sorted(pool.values(), key=lambda c: c.score, reverse=True)
+        # Distinct programs only (two decision sets can give the same program), best first.
+        unique: dict[int, Candidate] = {}
+        for candidate in sorted(pool.values(), key=lambda c: c.score, reverse=True):
+            if candidate.hash not in self.measured_hashes:
+                unique.setdefault(candidate.hash, candidate)
+        ranked = list(unique.values())
         explore = max(0, min(size, round(size * self.epsilon))) if self.cost_model is not None else 0
         chosen = ranked[: size - explore]
         rest = ranked[size - explore :]
         self.rng.shuffle(rest)
         chosen += rest[:explore]
         if len(chosen) < size:  # the pool ran dry: top up with fresh samples
-            chosen += self._fresh(size - len(chosen), {c.key for c in chosen})
-        # Never hand out two candidates that are the same program.
-        unique: dict[int, Candidate] = {}
-        for candidate in chosen:
-            unique.setdefault(candidate.hash, candidate)
-        return list(unique.values())[:size]
+            hashes = {c.hash for c in chosen}
+            for candidate in self._fresh(2 * (size - len(chosen)), {c.key for c in chosen}):
+                if len(chosen) < size and candidate.hash not in hashes:
+                    hashes.add(candidate.hash)
+                    chosen.append(candidate)
+        return chosen

@@ -61,7 +61,7 @@ class FakeMeasurer:
     def __init__(self) -> None:
         self.seen: list[str] = []
 
-    def measure(self, inputs):  # noqa: ANN001, ANN201
+    def measure(self, inputs, best_seconds=None):  # noqa: ANN001, ANN201
         out = []
         for item in inputs:
             text = item.func.script()
@@ -107,7 +107,7 @@ class PoisonedMeasurer:
         self.poison = poison
         self.count = 0
 
-    def measure(self, inputs):  # noqa: ANN001, ANN201
+    def measure(self, inputs, best_seconds=None):  # noqa: ANN001, ANN201
         from dataclasses import replace
 
         swapped = []
@@ -115,7 +115,7 @@ class PoisonedMeasurer:
             bad = self.poison.get(self.count)
             swapped.append(replace(item, func=bad) if bad is not None else item)
             self.count += 1
-        return self.inner.measure(swapped)
+        return self.inner.measure(swapped, best_seconds)
 
     def close(self) -> None:
         self.inner.close()
