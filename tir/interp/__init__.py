@@ -133,17 +133,20 @@ def _as_prim_func(func: Any) -> PrimFunc:
 
 def _bind_arguments(func: PrimFunc, translator: Translator, args: tuple[Any, ...]) -> dict[str, Any]:
     """Check ``args`` against ``func.params``; returns the generated function's keyword arguments."""
-    names = ", ".join(param.name for param in func.params)
-    if len(args) != len(func.params):
-        raise TypeError(f"{func.name}() takes {len(func.params)} arguments ({names}), {len(args)} given")
+    # Shape variables a lowering made parameters (tir.transform.bind_shape_vars) bind from the arrays.
+    shape_vars = set(func.attrs.get("shape_vars") or ())
+    given = [p for p in func.params if not (isinstance(p, Var) and p.name in shape_vars)]
+    names = ", ".join(param.name for param in given)
+    if len(args) != len(given):
+        raise TypeError(f"{func.name}() takes {len(given)} arguments ({names}), {len(args)} given")
     values: dict[Var, Any] = {}  # scalar parameters and shape / stride variables
     arrays: dict[Buffer, np.ndarray] = {}
     # Scalar parameters first: buffer shapes may refer to them.
-    for param, arg in zip(func.params, args):
+    for param, arg in zip(given, args):
         if isinstance(param, Var):
             values[param] = _scalar_argument(func, param, arg)
     original_shapes = func.attrs.get("param_shapes") or (None,) * len(func.params)
-    for param, arg, original in zip(func.params, args, original_shapes):
+    for param, arg, original in zip(given, args, original_shapes):
         if isinstance(param, Buffer):
             if original is not None and _takes_original_shape(param, original, arg):
                 # A lowered (flattened) function also takes arrays of the original shapes.

@@ -10,7 +10,10 @@ Arguments are checked before any native code runs: their number, and for each pa
 ``numpy.ndarray`` of exactly the buffer's dtype (bfloat16: ``uint16`` raw bits or an
 ``ml_dtypes.bfloat16`` array) and original shape, C-contiguous, not overlapping another buffer
 argument (the generated code assumes distinct buffers); scalars are converted to the
-parameter's dtype. Errors are ``TypeError`` / ``ValueError`` naming the parameter.
+parameter's dtype. Errors are ``TypeError`` / ``ValueError`` naming the parameter. Shape
+variables (``n = T.int32()`` with ``T.match_buffer(a, (n, 64))``) are not passed: the lowered
+program takes them as trailing parameters (``attrs["shape_vars"]``) and the call binds them from
+the arrays' shapes, refusing two arrays that disagree on one.
 
 Parallel loops run on libgomp's thread pool with ``num_threads`` threads: the module's
 ``set_num_threads(n)`` setting, else the ``TIR_NUM_THREADS`` environment variable, else every
@@ -70,6 +73,8 @@ class ParamSpec:
     dtype: DataType
     shape: tuple[int | PrimExpr, ...] | None
     align: int = 0
+    #: A shape variable (``attrs["shape_vars"]``): not passed by the caller, bound from the arrays.
+    from_shapes: bool = False
 
     @property
     def is_buffer(self) -> bool:
@@ -87,13 +92,14 @@ class ParamSpec:
 def param_specs(func: PrimFunc) -> tuple[ParamSpec, ...]:
     """The parameters of ``func``, with original shapes from ``attrs["param_shapes"]``."""
     shapes = func.attrs.get("param_shapes") or {}
+    shape_vars = set(func.attrs.get("shape_vars") or ())
     specs = []
     for position, param in enumerate(func.params):
         if isinstance(param, Buffer):
             shape = _lookup_shape(shapes, position, param)
             specs.append(ParamSpec(param.name, param.dtype, shape, param.align))
         else:
-            specs.append(ParamSpec(param.name, param.dtype, None))
+            specs.append(ParamSpec(param.name, param.dtype, None, from_shapes=param.name in shape_vars))
     return tuple(specs)
 
 
@@ -159,8 +165,11 @@ class Module:
 
     def __repr__(self) -> str:
         params = ", ".join(
-            f"{spec.name}: {spec.dtype}{list(spec.shape)}" if spec.shape is not None else f"{spec.name}: {spec.dtype}"
+            f"{spec.name}: {spec.dtype}[{', '.join(map(str, spec.shape))}]"
+            if spec.shape is not None
+            else f"{spec.name}: {spec.dtype}"
             for spec in self.param_specs
+            if not spec.from_shapes
         )
         return f"<{type(self).__name__} {self.entry_name}({params}) for {self.target}>"
 
@@ -258,6 +267,9 @@ def check_arguments(
     share memory are refused either way.
     """
     check_buffer = buffer_argument or _array_argument
+    # Shape variables (trailing, see tir.transform.bind_shape_vars) are not the caller's to pass.
+    bound_specs = [spec for spec in specs if spec.from_shapes]
+    specs = [spec for spec in specs if not spec.from_shapes]
     names = ", ".join(spec.name for spec in specs)
     if len(args) != len(specs):
         raise TypeError(f"{func.name}() takes {len(specs)} arguments ({names}), {len(args)} given")
@@ -268,6 +280,7 @@ def check_arguments(
             values[position] = _scalar_argument(func, spec, arg)
             if spec.dtype.is_integer:
                 known[spec.name] = int(values[position])
+    _bind_shape_variables(func, specs, args, known)
     for position, (spec, arg) in enumerate(zip(specs, args)):
         if spec.is_buffer:
             values[position] = check_buffer(func, spec, arg, known)
@@ -278,7 +291,47 @@ def check_arguments(
                 f"{func.name}() parameters {spec_a.name} and {spec_b.name} share memory; the compiled code "
                 "assumes distinct buffers (pass a copy)"
             )
+    for spec in bound_specs:
+        values.append(_shape_variable_value(func, spec, known))
     return values
+
+
+def _bind_shape_variables(
+    func: PrimFunc, specs: Sequence[ParamSpec], args: Sequence[Any], known: dict[str, int]
+) -> None:
+    """Bind the bare shape variables of the buffer parameters from the arguments' shapes.
+
+    A variable already given by a scalar argument is left to the shape check (which shows the
+    expected shape); two arrays that disagree on a variable are refused here, naming both.
+    Arguments without a shape, or of the wrong rank, are left to the buffer check to refuse.
+    """
+    sources: dict[str, str] = {}
+    for spec, arg in zip(specs, args):
+        actual_shape = getattr(arg, "shape", None)
+        if spec.shape is None or not isinstance(actual_shape, tuple) or len(actual_shape) != len(spec.shape):
+            continue
+        for extent, actual in zip(spec.shape, actual_shape):
+            if not isinstance(extent, Var) or (extent.name in known and extent.name not in sources):
+                continue
+            if extent.name in sources and known[extent.name] != int(actual):
+                raise ValueError(
+                    f"{func.name}(): shape variable {extent.name} is {known[extent.name]} from "
+                    f"{sources[extent.name]} but {int(actual)} from {spec.name} {tuple(actual_shape)}; "
+                    f"the arrays must agree on {extent.name}"
+                )
+            if extent.name not in sources:
+                known[extent.name] = int(actual)
+                sources[extent.name] = f"{spec.name} {tuple(actual_shape)}"
+
+
+def _shape_variable_value(func: PrimFunc, spec: ParamSpec, known: dict[str, int]) -> Any:
+    """The value passed for shape variable ``spec`` (bound by ``_bind_shape_variables``)."""
+    if spec.name not in known:
+        raise ValueError(f"{func.name}(): no argument's shape gives shape variable {spec.name}")
+    value = known[spec.name]
+    if not spec.dtype.min_value() <= value <= spec.dtype.max_value():
+        raise ValueError(f"{func.name}(): shape variable {spec.name} = {value} does not fit in {spec.dtype}")
+    return spec.storage.type(value)
 
 
 def _scalar_argument(func: PrimFunc, spec: ParamSpec, arg: Any) -> Any:

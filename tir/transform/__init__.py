@@ -2,6 +2,7 @@
 
 ``lower(func_or_mod, target=None, dump=False) -> IRModule`` runs, in order (docs/lowering.md):
 
+    bind_shape_vars            shape variables (n = T.int32()) -> trailing scalar parameters
     lower_init                 T.init -> `if <reduce iterators at their min>: init`
     convert_blocks_to_loops    blocks disappear: bindings substituted, predicates -> if,
                                alloc_buffer -> Allocate, match_buffer views -> source accesses
@@ -39,6 +40,7 @@ from typing import Any
 from tir.ir import IRModule, PrimFunc
 from tir.target import Target
 from tir.transform._common import LoweringError, apply_to_module, as_module
+from tir.transform.bind_shape_vars import bind_shape_vars
 from tir.transform.compact_allocations import compact_allocations
 from tir.transform.convert_blocks import convert_blocks_to_loops
 from tir.transform.flatten_buffers import flatten_buffers
@@ -56,6 +58,7 @@ __all__ = [
     "GPU_PASS_NAMES",
     "LoweringError",
     "PASS_NAMES",
+    "bind_shape_vars",
     "compact_allocations",
     "convert_blocks_to_loops",
     "flatten_buffers",
@@ -73,6 +76,7 @@ __all__ = [
 
 #: The pipeline, in order.
 PASS_NAMES = (
+    "bind_shape_vars",
     "lower_init",
     "convert_blocks_to_loops",
     "compact_allocations",
@@ -138,6 +142,7 @@ def passes(target: Target | None = None) -> list[tuple[str, ModulePass]]:
     if target is not None and target.is_cuda:
         return gpu_passes(target)
     pipeline: list[tuple[str, ModulePass]] = [
+        ("bind_shape_vars", _module_pass(bind_shape_vars)),
         ("lower_init", _module_pass(lower_init)),
         ("convert_blocks_to_loops", _module_pass(convert_blocks_to_loops)),
         ("compact_allocations", _module_pass(compact_allocations)),
