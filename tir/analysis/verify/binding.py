@@ -256,6 +256,27 @@ def _check_domains(
                     IntImm(hi, dom.min.dtype) > dom_last
                 )
         name = iv.var.name  # type: ignore[attr-defined]
+        witness = None
+        if not outside and (result.predicate_applied or _is_true(realize.predicate)):
+            # Sizes are symbolic: an excursion for some sizes only (a split tail without a
+            # predicate) is not provable for all of them; a concrete size showing it is reported.
+            exact_low, exact_high = _exact_relaxation(first, outer), _exact_relaxation(last, outer)
+            witness = _size_witness(
+                low if exact_low else None, high if exact_high else None, dom.min, dom_last, size_ranges, analyzer
+            )
+        if witness is not None:
+            sizes, span = witness
+            out.append(
+                Violation(
+                    RULE,
+                    block_target(info.block),
+                    f"the binding of {name} ({value}) takes values outside its domain [{dom.min}, {dom_last}] "
+                    f"for some sizes ({sizes}: its values span [{span[0]}, {span[1]}]); a split of a symbolic "
+                    "extent needs a predicate (T.where) that keeps its tail inside",
+                    fragment(realize),
+                )
+            )
+            continue
         if outside:
             out.append(
                 Violation(
@@ -282,6 +303,60 @@ def _check_domains(
                         fragment(realize),
                     )
                 )
+
+
+#: Values tried for each size variable when looking for a size that shows an excursion.
+_WITNESS_SIZES = (*range(1, 18), 31, 32, 33, 63, 64, 65, 100, 127, 128, 129)
+
+
+def _size_witness(
+    low: PrimExpr | None,
+    high: PrimExpr | None,
+    dom_min: PrimExpr,
+    dom_last: PrimExpr,
+    size_ranges: dict[Var, Range],
+    analyzer: Analyzer,
+) -> tuple[str, tuple[int, int]] | None:
+    """Sizes (``"n = 5"``) for which ``[low, high]`` leaves ``[dom_min, dom_last]``, and the
+    values there; None when the ends are provably inside, depend on more than sizes (or on
+    more than three), or no tried size leaves the domain."""
+    if (low is None or analyzer.can_prove(low >= dom_min)) and (high is None or analyzer.can_prove(high <= dom_last)):
+        return None
+    ends = [end for end in (low, high, dom_min, dom_last) if end is not None]
+    used: dict[int, Var] = {}
+    for end in ends:
+        used.update(_vars_of(end))
+    size_ids = {id(var) for var in size_ranges}
+    if not used or len(used) > 3 or any(var_id not in size_ids for var_id in used):
+        return None
+    variables = list(used.values())
+    grids = np.meshgrid(*[np.array(_WITNESS_SIZES, dtype=np.int64)] * len(variables), indexing="ij")
+    env: dict[int, object] = {id(var): grid.reshape(-1) for var, grid in zip(variables, grids)}
+    count = grids[0].size
+    try:
+        values = {
+            id(end): np.broadcast_to(np.asarray(_evaluate(end, env), dtype=np.int64), (count,))
+            for end in (low, high, dom_min, dom_last)
+            if end is not None
+        }
+    except _Unsupported:
+        return None
+    bad = np.zeros(count, dtype=bool)
+    if low is not None:
+        bad |= values[id(low)] < values[id(dom_min)]
+    if high is not None:
+        bad |= values[id(high)] > values[id(dom_last)]
+    if not bad.any():
+        return None
+    first = int(np.argmax(bad))
+    sizes = ", ".join(f"{var.name} = {int(env[id(var)][first])}" for var in variables)  # type: ignore[index]
+    span_low = int(values[id(low)][first]) if low is not None else int(values[id(dom_min)][first])
+    span_high = int(values[id(high)][first]) if high is not None else int(values[id(dom_last)][first])
+    return sizes, (span_low, span_high)
+
+
+def _is_true(expr: PrimExpr) -> bool:
+    return isinstance(expr, IntImm) and expr.value == 1
 
 
 def _exact_relaxation(expr: PrimExpr, relaxed: dict[Var, Range]) -> bool:
@@ -407,4 +482,3 @@ def check_bindings(program: Program) -> list[Violation]:
         _check_block(info, out, sizes)
         _check_reduction_loops(info, out)
     return out
-

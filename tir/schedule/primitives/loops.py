@@ -87,17 +87,22 @@ def split(func: PrimFunc, loop_var: Var, factors: Sequence[int | None]) -> tuple
         if factor is not None and (not isinstance(factor, int) or isinstance(factor, bool) or factor < 1):
             raise ScheduleError("split", loop_target(loop), f"factors must be positive integers, got {list(factors)}")
     extent = loop.extent.value if isinstance(loop.extent, IntImm) else None
+    dtype = loop_var.dtype
     known = math.prod(f for f in factors if f is not None)
-    if None in factors:
-        if extent is None:
-            raise ScheduleError(
-                "split", loop_target(loop), "cannot infer a factor (None) of a loop with a symbolic extent", loop
-            )
-        inferred = -(-extent // known)
+    sizes: list[int | PrimExpr]
+    if None in factors and extent is None:
+        # A symbolic extent: the inferred factor is ceildiv(extent, known), as TVM makes it;
+        # the predicate below keeps the tail of the last outer iteration from running.
+        inferred = simplify(FloorDiv(loop.extent + const(known - 1, dtype), const(known, dtype)))
         sizes = [inferred if f is None else f for f in factors]
+        total = known
+    elif None in factors:
+        assert extent is not None
+        sizes = [-(-extent // known) if f is None else f for f in factors]
+        total = math.prod(sizes)  # type: ignore[arg-type]
     else:
         sizes = [int(f) for f in factors]  # type: ignore[arg-type]
-    total = math.prod(sizes)
+        total = math.prod(sizes)  # type: ignore[arg-type]
     # Fewer iterations than the loop has would silently drop instances.
     if extent is not None and total < extent:
         raise ScheduleError(
@@ -107,7 +112,7 @@ def split(func: PrimFunc, loop_var: Var, factors: Sequence[int | None]) -> tuple
             "iterations would be lost",
             loop,
         )
-    if extent is None and not Analyzer().can_prove(loop.extent <= total):
+    if extent is None and None not in factors and not Analyzer().can_prove(loop.extent <= total):
         raise ScheduleError(
             "split",
             loop_target(loop),
@@ -115,23 +120,23 @@ def split(func: PrimFunc, loop_var: Var, factors: Sequence[int | None]) -> tuple
             f"{loop.extent}: iterations would be lost (infer a factor with None instead)",
             loop,
         )
-    dtype = loop_var.dtype
     new_vars = [Var(f"{loop_var.name}_{k}", dtype) for k in range(len(sizes))]
+    extents = [size if isinstance(size, PrimExpr) else const(size, dtype) for size in sizes]
     fused: PrimExpr = new_vars[0]
-    for var, size in zip(new_vars[1:], sizes[1:]):
-        fused = fused * const(size, dtype) + var
+    for var, size in zip(new_vars[1:], extents[1:]):
+        fused = fused * size + var
     if not (isinstance(loop.min, IntImm) and loop.min.value == 0):
         fused = loop.min + fused
     dom = loop_dom_map(index, loop)
-    dom.update({var: Range(const(0, dtype), const(size, dtype)) for var, size in zip(new_vars, sizes)})
+    dom.update({var: Range(const(0, dtype), size) for var, size in zip(new_vars, extents)})
     body = substitute_and_simplify(loop.body, {loop_var: fused}, dom)
     guard = None
     if extent is None or total != extent:
         guard = fused < loop.min + loop.extent
         body = _guard(body, index, guard, dom)
     new_loop: Stmt = body
-    for var, size in reversed(list(zip(new_vars, sizes))):
-        new_loop = For(var, const(0, dtype), const(size, dtype), ForKind.SERIAL, new_loop)
+    for var, size in reversed(list(zip(new_vars, extents))):
+        new_loop = For(var, const(0, dtype), size, ForKind.SERIAL, new_loop)
     result = replace_stmt(index, loop, new_loop)
     result = _keep_bindings_affine("split", loop_target(loop), index, result, new_loop, {loop_var: fused}, guard)
     return result, new_vars
