@@ -5,7 +5,7 @@
     results[0].seconds          # median run time, or None with .error_kind / .error_msg
     measurer.close()
 
-Workers are spawned processes (libgomp does not survive ``fork``) that import the compiler once
+Workers are fresh processes (libgomp does not survive ``fork``) that import the compiler once
 and are reused across batches. A batch is built first, on every worker at once (builds are
 single-threaded), then run one candidate at a time, so a timing never shares the machine with
 a build or another run. Every failure is a result: a build error ("build"), an exception while
@@ -21,11 +21,14 @@ runs it, so a crashing candidate still cannot take the executor's worker down.
 
 from __future__ import annotations
 
-import multiprocessing
+import socket
+import subprocess
+import sys
 import time
 from collections.abc import Sequence
 from concurrent.futures import Executor
 from dataclasses import dataclass, replace
+from multiprocessing.connection import Connection
 from typing import Any
 
 from metasched.measure.worker import Job
@@ -50,16 +53,25 @@ class MeasureResult:
 
 
 class _Worker:
-    """One spawned worker process and the pipe to it."""
+    """One worker process and the connection to it.
+
+    The worker is a fresh interpreter (``python -c``) talking over a socket pair, not a
+    ``multiprocessing`` child: a spawned child re-runs the parent's ``__main__`` module, which
+    would re-run a user's script that calls ``metasched.tune`` at its top level, and a forked
+    one inherits libgomp's threads, which do not survive ``fork``.
+    """
 
     def __init__(self) -> None:
-        context = multiprocessing.get_context("spawn")
-        self.connection, child = context.Pipe()
-        from metasched.measure.worker import serve
-
-        self.process = context.Process(target=serve, args=(child,), daemon=True)
-        self.process.start()
-        child.close()
+        parent, child = socket.socketpair()
+        try:
+            self.process = subprocess.Popen(
+                [sys.executable, "-c", f"from metasched.measure.worker import serve_fd; serve_fd({child.fileno()})"],
+                pass_fds=(child.fileno(),),
+                stdin=subprocess.DEVNULL,
+            )
+        finally:
+            child.close()
+        self.connection = Connection(parent.detach())
         self.built: set[int] = set()
 
     def call(self, message: tuple[Any, ...], timeout: float) -> dict[str, Any]:
@@ -70,22 +82,28 @@ class _Worker:
                 self.kill()
                 return {"error_kind": "timeout", "error_msg": f"no answer within {timeout:.1f} s"}
             return self.connection.recv()  # type: ignore[no-any-return]
-        except (EOFError, OSError, BrokenPipeError):
-            self.process.join(1.0)
-            code = self.process.exitcode
+        except (EOFError, OSError):
+            try:
+                code = self.process.wait(1.0)
+            except subprocess.TimeoutExpired:
+                code = None
             signal = f"signal {-code}" if code is not None and code < 0 else f"exit code {code}"
             self.kill()
             return {"error_kind": "crash", "error_msg": f"the measuring process died ({signal})"}
 
     @property
     def alive(self) -> bool:
-        return self.process.is_alive()
+        return self.process.poll() is None and not self.connection.closed
 
     def kill(self) -> None:
-        if self.process.is_alive():
+        if self.process.poll() is None:
             self.process.kill()
-        self.process.join(5.0)
-        self.connection.close()
+        try:
+            self.process.wait(5.0)
+        except subprocess.TimeoutExpired:  # pragma: no cover - a process that ignores SIGKILL
+            pass
+        if not self.connection.closed:
+            self.connection.close()
 
 
 class _Pool:
@@ -147,7 +165,12 @@ class _Pool:
                     job_index = queues[w][cursors[w]]
                     cursors[w] += 1
                     worker = self._worker(w)
-                    worker.connection.send(("build", job_index, jobs[job_index]))
+                    try:
+                        worker.connection.send(("build", job_index, jobs[job_index]))
+                    except OSError:
+                        worker.kill()
+                        results[job_index] = {"error_kind": "crash", "error_msg": "the measuring process died"}
+                        continue
                     waiting[w] = (job_index, time.monotonic())
             if not waiting:
                 return built

@@ -179,3 +179,10 @@ def serve(connection: Any) -> None:
         except Exception:  # noqa: BLE001 - a bug here must not hang the parent
             reply = {"error_kind": "run", "error_msg": traceback.format_exc(limit=3).splitlines()[-1]}
         connection.send(reply)
+
+
+def serve_fd(fd: int) -> None:
+    """Entry point of a worker process: serve over the socket ``fd`` until the parent goes."""
+    from multiprocessing.connection import Connection
+
+    serve(Connection(fd))
