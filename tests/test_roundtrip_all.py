@@ -28,6 +28,7 @@ def _load(path: Path) -> object:
     spec = importlib.util.spec_from_file_location(name, path)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module  # dataclasses look their module up while the class is made
     sys.path.insert(0, str(path.parent))  # test helpers import their siblings
     try:
         spec.loader.exec_module(module)
