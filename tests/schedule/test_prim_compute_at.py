@@ -5,6 +5,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 from schedule_testing import check_numerics, check_schedule
 
@@ -466,7 +467,6 @@ def _loop(sch: Schedule, block: str, position: int):  # type: ignore[no-untyped-
         (reduce_in_index, "B", "C", 0, r"the reduction iterator vk appears in the write index of B"),
         (inner_loop, "B", "C", 0, r"the block writes more than one element of B per instance"),
         (guarded, "B", "C", 0, r"the block and its loops are the only statement of their parent"),
-        (symbolic_extent, "B", "C", 0, r"the region of iterator vi has extent n, which has no constant bound"),
     ],
 )
 def test_compute_at_refuses(func: PrimFunc, block: str, loop_block: str, loop_position: int, message: str) -> None:
@@ -509,3 +509,13 @@ def test_compute_at_refuses_a_removed_loop() -> None:
     sch.split(i, [4, 4])
     with pytest.raises(ScheduleError, match=r"compute_at: loop i: no such loop in the current program"):
         sch.compute_at(sch.get_block("B"), i)
+
+
+def test_compute_at_symbolic_region_gives_a_loop_of_that_extent() -> None:
+    # A region whose extent is a size (n) no loop changes becomes `for ax0 in range(n)` (issue 18).
+    sch = Schedule(symbolic_extent, debug=True)
+    sch.compute_at(sch.get_block("B"), sch.get_loops(sch.get_block("C"))[0])
+    assert "for ax0 in range(n):" in sch.mod.script()
+    a, c = np.arange(5, dtype="float32"), np.zeros((5, 5), "float32")
+    tir.build(sch.mod)(a, c, 5)
+    np.testing.assert_array_equal(c, np.broadcast_to(a, (5, 5)))

@@ -594,7 +594,16 @@ class _Rewriter:
 
     def decide_compare(self, cls: type, a: _Sum, b: _Sum) -> bool | None:
         """Whether ``cls(a, b)`` always / never holds, from the bound of ``a - b``; None if unknown."""
-        difference = self.sum_bound(_sum_add(a, b, -1))
+        gap = _sum_add(a, b, -1)
+        difference = self.sum_bound(gap)
+        expanded = self._expand_floordiv_multiples(gap)
+        if expanded is not None:
+            # ``c * (x // c)`` bounded alone loses that it is ``x`` minus at most ``c - 1``:
+            # rewritten as ``x - x % c`` it cancels against ``x`` (``n <= (n + 3) // 4 * 4``).
+            tighter = self.sum_bound(expanded)
+            difference = ConstIntBound(
+                max(difference.min_value, tighter.min_value), min(difference.max_value, tighter.max_value)
+            )
         low, high = difference.min_value, difference.max_value
         if cls is LT:
             return True if high < 0 else False if low >= 0 else None
@@ -609,6 +618,22 @@ class _Rewriter:
         if cls is NE:
             return False if low == high == 0 else True if low > 0 or high < 0 else None
         return None
+
+    def _expand_floordiv_multiples(self, s: _Sum) -> _Sum | None:
+        """``s`` with every term ``k * (x // c)`` (``k`` a multiple of constant ``c > 0``)
+        rewritten as ``(k / c) * (x - x % c)``; None when there is no such term."""
+        result = s
+        for atom, coeff in s.terms.values():
+            if not isinstance(atom, FloorDiv) or not isinstance(atom.b, IntImm) or atom.b.value <= 0:
+                continue
+            divisor = atom.b.value
+            if coeff % divisor:
+                continue
+            scale = coeff // divisor
+            result = _sum_add(result, self.atom_sum(atom), -coeff)
+            result = _sum_add(result, self.to_sum(atom.a), scale)
+            result = _sum_add(result, self.to_sum(FloorMod(atom.a, atom.b)), -scale)
+        return None if result is s else result
 
     def _logic(self, expr: And | Or) -> PrimExpr:
         a, b = self.simplify(expr.a), self.simplify(expr.b)

@@ -600,7 +600,8 @@ def _check_extents(
         analyzer.bind(var, dom)
     for iter_var, rng in zip(block.iter_vars, ranges):
         extent = iter_var.dom.extent if rng is None else rng[1]
-        if _extent_bound(analyzer, extent) is None:
+        # A symbolic extent that no loop changes (a size, ``n``) gives a loop of that extent.
+        if _extent_bound(analyzer, extent) is None and free_vars(extent) & set(outer_dom):
             raise ScheduleError(
                 primitive,
                 target,
@@ -636,7 +637,7 @@ def _make_nest(plan: _Plan, preserve_unit_loops: bool) -> Stmt:
     analyzer = Analyzer()
     for var, dom in plan.outer_dom.items():
         analyzer.bind(var, dom)
-    loops: list[tuple[Var, int]] = []
+    loops: list[tuple[Var, PrimExpr]] = []
     values: list[PrimExpr] = []
     clips: list[tuple[PrimExpr, PrimExpr, PrimExpr, PrimExpr]] = []  # (value, lo, extent, dom end)
     conditions: list[PrimExpr] = []
@@ -646,15 +647,16 @@ def _make_nest(plan: _Plan, preserve_unit_loops: bool) -> Stmt:
         lo = analyzer.simplify(lo)
         extent = analyzer.simplify(extent)
         bound = _extent_bound(analyzer, extent)
-        assert bound is not None  # checked in _plan
-        exact = isinstance(extent, IntImm)
+        # None: a loop-invariant symbolic extent (checked in _plan), swept exactly.
+        exact = isinstance(extent, IntImm) or bound is None
         dtype = iter_var.var.dtype
         if bound == 1 and exact and not preserve_unit_loops:
             value = lo
         else:
             axis = Var(f"ax{len(loops)}", dtype)
-            loops.append((axis, bound))
-            analyzer.bind(axis, Range(const(0, dtype), const(bound, dtype)))
+            loop_extent = extent if bound is None else const(bound, dtype)
+            loops.append((axis, loop_extent))
+            analyzer.bind(axis, Range(const(0, dtype), loop_extent))
             value = lo + axis
             if not exact:
                 conditions.append(axis < extent)
@@ -669,8 +671,8 @@ def _make_nest(plan: _Plan, preserve_unit_loops: bool) -> Stmt:
     simplified = [analyzer.simplify(condition) for condition in conditions]
     predicate = conjunction([c for c in simplified if not (isinstance(c, IntImm) and c.value != 0)])
     new: Stmt = realize.replace(iter_values=tuple(values), predicate=predicate)
-    for axis, bound in reversed(loops):
-        new = For(axis, const(0, axis.dtype), const(bound, axis.dtype), ForKind.SERIAL, new)
+    for axis, loop_extent in reversed(loops):
+        new = For(axis, const(0, axis.dtype), loop_extent, ForKind.SERIAL, new)
     return new
 
 

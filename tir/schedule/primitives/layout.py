@@ -30,6 +30,7 @@ from tir.ir import (
     BufferStore,
     Call,
     Cast,
+    DataType,
     Div,
     FloorDiv,
     FloorMod,
@@ -928,17 +929,20 @@ def pad_einsum(func: PrimFunc, block_name: str, padding: Sequence[int]) -> PrimF
         raise ScheduleError(
             primitive, target, f"the block has a predicate (T.where({realize.predicate}))", block_header(realize)
         )
-    extents: list[int] = []
+    extents: list[PrimExpr] = []
+    sizes = _size_var_ids(func)
     for iv in block.iter_vars:
         if iv.kind is IterKind.OPAQUE:
             raise ScheduleError(primitive, target, f"iterator {iv.var.name} is opaque; it cannot be padded")
-        if not (isinstance(iv.dom.extent, IntImm) and is_zero(iv.dom.min)):
+        # A symbolic extent is padded too (to ceildiv(n, p) * p), when it is made of sizes only.
+        if not (is_zero(iv.dom.min) and all(id(var) in sizes for var in free_vars(iv.dom.extent))):
             raise ScheduleError(
                 primitive,
                 target,
-                f"iterator {iv.var.name} must have a constant domain starting at 0, it has {range_text(iv.dom)}",
+                f"iterator {iv.var.name} must have a domain starting at 0 whose extent is a constant or made of "
+                f"the function's sizes, it has {range_text(iv.dom)}",
             )
-        extents.append(iv.dom.extent.value)
+        extents.append(iv.dom.extent)
     loops = trivial_loop_nest(index, realize, scope, primitive, serial_only=False)
     accesses, nested = block_accesses(block)
     if nested:
@@ -969,8 +973,8 @@ def pad_einsum(func: PrimFunc, block_name: str, padding: Sequence[int]) -> PrimF
                 f"and {buffer.name}[{', '.join(map(str, access.indices))}]); einsum form needs one pattern per buffer",
                 block,
             )
-    padded_extents = [-(-e // p) * p for e, p in zip(extents, padding)]
-    padded_iters = {k for k, (e, p) in enumerate(zip(extents, padded_extents)) if e != p}
+    padded_extents = [_padded_extent(e, p) for e, p in zip(extents, padding)]
+    padded_iters = {k for k, (e, p) in enumerate(zip(extents, padded_extents)) if e is not p}
     if not padded_iters:
         return func
     padded_buffers: list[tuple[Buffer, tuple[PrimExpr, ...]]] = []
@@ -981,8 +985,8 @@ def pad_einsum(func: PrimFunc, block_name: str, padding: Sequence[int]) -> PrimF
     analyzer = Analyzer()
     for buffer, pattern in padded_buffers:
         for dim, (expr, size) in enumerate(zip(pattern, buffer.shape)):
-            last = extents[iter_by_id[id(expr)]] - 1 if isinstance(expr, Var) else expr.value  # type: ignore[attr-defined]
-            if not (last >= 0 and analyzer.can_prove(const(last, size.dtype) < size)):
+            last = simplify(extents[iter_by_id[id(expr)]] - 1) if isinstance(expr, Var) else expr
+            if not (not _is_negative(last) and analyzer.can_prove(last < size)):
                 raise ScheduleError(
                     primitive,
                     target,
@@ -1047,7 +1051,9 @@ def pad_einsum(func: PrimFunc, block_name: str, padding: Sequence[int]) -> PrimF
     copy_outs: list[Stmt] = []
     for buffer, pattern in padded_buffers:
         shape = tuple(
-            const(padded_extents[iter_by_id[id(e)]], buffer.shape[d].dtype) if isinstance(e, Var) else buffer.shape[d]
+            _cast_extent(padded_extents[iter_by_id[id(e)]], buffer.shape[d].dtype)
+            if isinstance(e, Var)
+            else buffer.shape[d]
             for d, e in enumerate(pattern)
         )
         name = unique_name(f"{buffer.name}_pad", taken_buffers)
@@ -1065,7 +1071,7 @@ def pad_einsum(func: PrimFunc, block_name: str, padding: Sequence[int]) -> PrimF
                 _copy_nest(
                     block_name_in,
                     used_iters,
-                    [const(padded_extents[k], block.iter_vars[k].var.dtype) for k in used],
+                    [_cast_extent(padded_extents[k], block.iter_vars[k].var.dtype) for k in used],
                     _pad_copy_in(buffer, pad, pattern, used, extents, padded_iters, block),
                 )
             )
@@ -1076,7 +1082,7 @@ def pad_einsum(func: PrimFunc, block_name: str, padding: Sequence[int]) -> PrimF
                 _copy_nest(
                     block_name_out,
                     used_iters,
-                    [const(extents[k], block.iter_vars[k].var.dtype) for k in used],
+                    [_cast_extent(extents[k], block.iter_vars[k].var.dtype) for k in used],
                     _pad_copy_out(buffer, pad, pattern),
                 )
             )
@@ -1089,7 +1095,7 @@ def pad_einsum(func: PrimFunc, block_name: str, padding: Sequence[int]) -> PrimF
         return _point(pad, patterns[id(region.buffer)][1])
 
     new_iter_vars = tuple(
-        iv.replace(dom=Range(iv.dom.min, const(padded_extents[k], iv.dom.extent.dtype)))
+        iv.replace(dom=Range(iv.dom.min, _cast_extent(padded_extents[k], iv.dom.extent.dtype)))
         for k, iv in enumerate(block.iter_vars)
     )
     new_block = block.replace(
@@ -1104,8 +1110,8 @@ def pad_einsum(func: PrimFunc, block_name: str, padding: Sequence[int]) -> PrimF
     for node in path_to_scope(index, realize, scope):
         assert isinstance(node, For)
         extent = new_extent[id(node.loop_var)]
-        grown = not (isinstance(node.extent, IntImm) and node.extent.value == extent)
-        stmt = node.replace(body=stmt, extent=const(extent, node.extent.dtype) if grown else node.extent)
+        grown = not structural_equal(node.extent, extent)
+        stmt = node.replace(body=stmt, extent=_cast_extent(extent, node.extent.dtype) if grown else node.extent)
     stmts = body_stmts(scope.block)
     body = seq(*stmts[:position], *copy_ins, stmt, *copy_outs, *stmts[position + 1 :])
     new_scope = scope.block.replace(
@@ -1119,7 +1125,7 @@ def _pad_copy_in(
     pad: Buffer,
     pattern: tuple[PrimExpr, ...],
     used: list[int],
-    extents: list[int],
+    extents: list[PrimExpr],
     padded_iters: set[int],
     block: Block,
 ) -> Callable[[dict[Var, PrimExpr]], tuple[BufferStore, tuple[BufferRegion, ...], BufferRegion]]:
@@ -1129,7 +1135,7 @@ def _pad_copy_in(
         for k in used:
             if k in padded_iters:
                 var = vmap[block.iter_vars[k].var]
-                bound = var < const(extents[k], var.dtype)
+                bound = var < _cast_extent(extents[k], var.dtype)
                 condition = bound if condition is None else And(condition, bound)
         assert condition is not None
         value = Call(buffer.dtype, "if_then_else", (condition, BufferLoad(buffer, indices), const(0, buffer.dtype)))
@@ -1146,6 +1152,36 @@ def _pad_copy_out(
         return BufferStore(buffer, BufferLoad(pad, indices), indices), (_point(pad, indices),), _point(buffer, indices)
 
     return make
+
+
+def _size_var_ids(func: PrimFunc) -> set[int]:
+    """Variables that are sizes: scalar parameters and variables of parameter buffers' shapes."""
+    ids = {id(param) for param in func.params if isinstance(param, Var)}
+    for buffer in func.buffer_params:
+        for extent in buffer.shape:
+            ids.update(id(var) for var in free_vars(extent))
+    return ids
+
+
+def _padded_extent(extent: PrimExpr, factor: int) -> PrimExpr:
+    """``extent`` rounded up to a multiple of ``factor``; ``extent`` itself when it is one."""
+    if isinstance(extent, IntImm):
+        padded = -(-extent.value // factor) * factor
+        return extent if padded == extent.value else const(padded, extent.dtype)
+    if factor == 1 or Analyzer().can_prove(FloorMod(extent, const(factor, extent.dtype)) == 0):
+        return extent
+    step = const(factor, extent.dtype)
+    return simplify(FloorDiv(extent + const(factor - 1, extent.dtype), step) * step)
+
+
+def _cast_extent(extent: PrimExpr, dtype: DataType) -> PrimExpr:
+    if extent.dtype == dtype:
+        return extent
+    return const(extent.value, dtype) if isinstance(extent, IntImm) else Cast(dtype, extent)
+
+
+def _is_negative(expr: PrimExpr) -> bool:
+    return isinstance(expr, IntImm) and expr.value < 0
 
 
 def _strip_casts(expr: PrimExpr) -> PrimExpr:
