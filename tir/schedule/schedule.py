@@ -151,16 +151,27 @@ class ScheduleBase:
     def resolve_loop(self, loop: LoopRV, primitive: str) -> For:
         """The loop a handle names, or a ScheduleError saying it is gone."""
         if not isinstance(loop, LoopRV):
-            raise ScheduleError(primitive, repr(loop), "expected a loop handle (LoopRV)")
+            hint = self._close_loops(loop) if isinstance(loop, str) else ""
+            raise ScheduleError(
+                primitive, repr(loop), f"expected a loop handle (LoopRV), from sch.get_loops(block){hint}"
+            )
         self._check_owner(loop, primitive)
         found = self.index.loops.get(id(loop.loop_var))
         if found is None:
             raise ScheduleError(
                 primitive,
                 f"loop {loop.loop_var.name}",
-                "no such loop in the current program (an earlier split, fuse or inline replaced it)",
+                "no such loop in the current program (an earlier split, fuse or inline replaced it)"
+                + self._close_loops(loop.loop_var.name),
             )
         return found
+
+    def _close_loops(self, name: str) -> str:
+        """``; the program has loops 'i_0', 'i_1'`` for the loops named closest to ``name``."""
+        names = sorted({loop.loop_var.name for loop in self.index.loops.values()})
+        close = [n for n in names if n.startswith(f"{name}_") or name in n.split("_")]
+        close = close or difflib.get_close_matches(name, names, n=3)
+        return f"; the program has loop(s) {', '.join(map(repr, close[:4]))}" if close else ""
 
     def resolve_int(self, value: int | ExprRV, primitive: str) -> int:
         if isinstance(value, ExprRV):

@@ -679,11 +679,25 @@ def _make_nest(plan: _Plan, preserve_unit_loops: bool) -> Stmt:
 # ---------------------------------------------------------------- Schedule methods
 
 
+def check_location_index(primitive: str, index: int) -> None:
+    """TVM's ``index=``: only -1 (the default: where the dependences put the block) is supported."""
+    if index != -1:
+        raise ScheduleError(
+            primitive,
+            f"index={index!r}",
+            "only index=-1 is supported: the block goes where its producers and consumers under the "
+            "loop require (after its producers, before its consumers); reorder the blocks afterwards",
+        )
+
+
 class ComputeLocationPrimitives:
     """Schedule methods for compute_at, reverse_compute_at."""
 
     @doc_from(compute_at)
-    def compute_at(self, block: BlockRV, loop: LoopRV, preserve_unit_loops: bool = False) -> None:  # type: ignore[misc]
+    def compute_at(  # type: ignore[misc]
+        self, block: BlockRV, loop: LoopRV, preserve_unit_loops: bool = False, index: int = -1
+    ) -> None:
+        check_location_index("compute_at", index)
         realize = self.resolve_block(block, "compute_at")  # type: ignore[attr-defined]
         for_node = self.resolve_loop(loop, "compute_at")  # type: ignore[attr-defined]
         name, var, keep = realize.block.name, for_node.loop_var, bool(preserve_unit_loops)
@@ -696,8 +710,9 @@ class ComputeLocationPrimitives:
 
     @doc_from(reverse_compute_at)
     def reverse_compute_at(  # type: ignore[misc]
-        self, block: BlockRV, loop: LoopRV, preserve_unit_loops: bool = False
+        self, block: BlockRV, loop: LoopRV, preserve_unit_loops: bool = False, index: int = -1
     ) -> None:
+        check_location_index("reverse_compute_at", index)
         realize = self.resolve_block(block, "reverse_compute_at")  # type: ignore[attr-defined]
         for_node = self.resolve_loop(loop, "reverse_compute_at")  # type: ignore[attr-defined]
         name, var, keep = realize.block.name, for_node.loop_var, bool(preserve_unit_loops)

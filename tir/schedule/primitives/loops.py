@@ -595,15 +595,37 @@ class LoopPrimitives:
     """Schedule methods for loop transformations."""
 
     @doc_from(split)
-    def split(self, loop: LoopRV, factors: Sequence[int | ExprRV | None]) -> list[LoopRV]:  # type: ignore[misc]
+    def split(  # type: ignore[misc]
+        self,
+        loop: LoopRV,
+        factors: Sequence[int | ExprRV | None],
+        preserve_unit_iters: bool = True,
+        disable_predication: bool = False,
+    ) -> list[LoopRV]:
+        # preserve_unit_iters (TVM's keyword) is accepted: bindings always keep the new loops.
         for_node = self.resolve_loop(loop, "split")  # type: ignore[attr-defined]
+        if isinstance(factors, (int, ExprRV)) or not isinstance(factors, Sequence):
+            raise ScheduleError(
+                "split",
+                f"loop {for_node.loop_var.name}",
+                f"factors must be a list (one extent per new loop, at most one None), got {factors!r}; "
+                f"for an inner loop of {factors!r} write split(loop, [None, {factors!r}])",
+            )
+        if disable_predication:
+            raise ScheduleError(
+                "split",
+                f"loop {for_node.loop_var.name}",
+                "disable_predication=True is not supported: a tail without its predicate would run "
+                "iterations outside the loop's extent",
+            )
         sizes = [None if f is None else self.resolve_int(f, "split") for f in factors]  # type: ignore[attr-defined]
         return self._apply(  # type: ignore[attr-defined]
             "split", (loop,), {"factors": list(factors)}, lambda func: split(func, for_node.loop_var, sizes)
         )
 
     @doc_from(fuse)
-    def fuse(self, *loops: LoopRV) -> LoopRV:  # type: ignore[misc]
+    def fuse(self, *loops: LoopRV, preserve_unit_iters: bool = True) -> LoopRV:  # type: ignore[misc]
+        # preserve_unit_iters (TVM's keyword) is accepted; a fused unit loop is simplified away either way.
         nodes = [self.resolve_loop(loop, "fuse") for loop in loops]  # type: ignore[attr-defined]
         return self._apply(  # type: ignore[attr-defined]
             "fuse", loops, {}, lambda func: fuse(func, [node.loop_var for node in nodes])
