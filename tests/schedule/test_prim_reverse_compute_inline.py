@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from schedule_testing import check_schedule
+from schedule_testing import check_numerics, check_replay, check_schedule
 
 import tir
 import tir.script as T
@@ -379,3 +379,86 @@ def test_reverse_compute_inline_refuses(func: PrimFunc, block: str, message: str
     with pytest.raises(ScheduleError, match=message):
         sch.reverse_compute_inline(sch.get_block(block))
     assert tir.structural_equal(sch.func, func)  # a refused primitive changes nothing
+
+
+# ---------------------------------------------------------------- coverage (issue 17 A.1)
+
+
+@T.script
+def pad_1d(A: T.Buffer((6,), "float32"), P: T.Buffer((8,), "float32")):
+    B = T.alloc_buffer((6,), "float32")
+    for i in range(6):
+        with T.block("B"):
+            vi = T.remap("S", i)
+            B[vi] = A[vi] * 2.0
+    for i in range(8):
+        with T.block("P"):
+            vi = T.remap("S", i)
+            P[vi] = T.if_then_else(1 <= vi and vi < 7, B[vi - 1], T.float32(0))
+
+
+@T.script
+def partial_consumer(A: T.Buffer((16,), "float32"), C: T.Buffer((16,), "float32")):
+    B = T.alloc_buffer((16,), "float32")
+    for i in range(16):
+        with T.block("B"):
+            vi = T.remap("S", i)
+            B[vi] = A[vi] * 2.0
+    for i in range(8):
+        with T.block("C"):
+            vi = T.spatial_axis(16, i + 4)
+            C[vi] = B[vi] + 1.0
+
+
+@T.script
+def small_matmul(A: T.Buffer((10, 7), "float32"), B: T.Buffer((7, 12), "float32"), C: T.Buffer((10, 12), "float32")):
+    for i, j, k in T.grid(10, 12, 7):
+        with T.block("C"):
+            vi, vj, vk = T.remap("SSR", i, j, k)
+            with T.init():
+                C[vi, vj] = 0.0
+            C[vi, vj] += A[vi, vk] * B[vk, vj]
+
+
+def test_reverse_compute_inline_refuses_consumer_wider_than_producer() -> None:
+    sch = Schedule(pad_1d)
+    message = (
+        r"the block's domain is not covered by its producer 'B': the block reads B at dimension 0 "
+        r"for vi in \[0, 8\), the producer writes only \[0, 6\) there"
+    )
+    with pytest.raises(ScheduleError, match=message):
+        sch.reverse_compute_inline(sch.get_block("P"))
+    assert tir.structural_equal(sch.func, pad_1d)
+
+
+def test_reverse_compute_inline_keeps_the_zero_border_of_pad_einsum() -> None:
+    """cache_read + pad_einsum gives a padding block wider than the cache: inlining it into
+    the cache would lose the zero border, so it is refused; the program stays correct."""
+    sch = Schedule(small_matmul, debug=True)
+    block = sch.get_block("C")
+    sch.cache_read(block, 1, "global")
+    sch.pad_einsum(block, [4, 12, 8])
+    with pytest.raises(ScheduleError, match=r"not covered by its producer 'A_global'"):
+        sch.reverse_compute_inline(sch.get_block("A_global_pad"))
+    check_numerics(small_matmul, sch.func)
+
+
+def test_reverse_compute_inline_masks_the_producer_to_the_instances_the_consumer_runs() -> None:
+    """The consumer runs only vi in [4, 12) of its domain: the other elements of C must stay
+    as they were, so the producer is masked to those instances, not to the domain."""
+    sch = Schedule(partial_consumer, debug=True)
+    sch.reverse_compute_inline(sch.get_block("C"))
+    assert "T.where(4 <= i and i < 12)" in sch.func.script()
+    check_numerics(partial_consumer, sch.func)
+    check_replay(sch, partial_consumer)
+
+
+def test_reverse_compute_inline_under_a_shared_loop() -> None:
+    """Producer and consumer under one loop (after compute_at): coverage is compared per
+    iteration of it."""
+    sch = Schedule(chain, debug=True)
+    i, _ = sch.get_loops(sch.get_block("C"))
+    sch.compute_at(sch.get_block("B"), i)
+    sch.reverse_compute_inline(sch.get_block("C"))
+    check_numerics(chain, sch.func)
+    check_replay(sch, chain)

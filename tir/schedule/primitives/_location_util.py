@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from tir.arith import Analyzer
+from tir.arith.iter_map import detect_iter_map
 from tir.ir import (
     GE,
     GT,
@@ -242,3 +243,51 @@ def iter_kinds(block: Block) -> tuple[list[Var], list[Var], list[Var]]:
     reduce = [iv.var for iv in block.iter_vars if iv.kind is IterKind.REDUCE]
     opaque = [iv.var for iv in block.iter_vars if iv.kind is IterKind.OPAQUE]
     return spatial, reduce, opaque
+
+
+# ---------------------------------------------------------------- instance sets
+
+
+def instance_ranges(index: TreeIndex, realize: BlockRealize, fixed: Sequence[For] = ()) -> list[Range] | None:
+    """The values each iterator of the block takes as its loops run, or None when they are
+    not known to form a box.
+
+    The loops between the block and its scope block sweep, except those in ``fixed`` (loops
+    the caller compares per iteration), which stay symbolic like everything outside the scope.
+    The result is a box exactly: the bindings are quasi-affine, independent and without gaps
+    (``detect_iter_map``, "surjective"), and the predicate is accounted for. Opaque iterators
+    are not described, so a block with one gives None.
+    """
+    if any(iv.kind is IterKind.OPAQUE for iv in realize.block.iter_vars):
+        return None
+    if not realize.block.iter_vars:
+        return []
+    fixed_ids = {id(loop) for loop in fixed}
+    sweep: dict[Var, Range] = {}
+    known: dict[Var, Range] = {}
+    for var, dom in context_dom(index, realize).items():
+        known[var] = dom
+    for loop in index.loops_above(realize):
+        if id(loop) not in fixed_ids:
+            sweep[loop.loop_var] = Range(loop.min, loop.extent)
+            known.pop(loop.loop_var, None)
+    # A nest whose bounds depend on its own loops is not a box of loop points.
+    for loop in index.loops_above(realize):
+        if free_vars(loop.min) & set(sweep) or free_vars(loop.extent) & set(sweep):
+            return None
+    result = detect_iter_map(list(realize.iter_values), sweep, realize.predicate, "surjective", known)
+    if not result.ok or not result.predicate_applied:
+        return None
+    return list(result.ranges)
+
+
+def image_ranges(
+    indices: Sequence[PrimExpr], dom: dict[Var, Range], known: dict[Var, Range] | None = None
+) -> list[Range] | None:
+    """The box of values ``indices`` take as the variables of ``dom`` sweep their ranges, or
+    None when it is not a box (an index with gaps, two indices sharing a variable)."""
+    sweep = {var: rng for var, rng in dom.items() if any(var in free_vars(i) for i in indices)}
+    result = detect_iter_map(list(indices), sweep, True, "surjective", known or {})
+    if not result.ok:
+        return None
+    return list(result.ranges)

@@ -25,6 +25,7 @@ from tir.ir import (
     PrimExpr,
     PrimFunc,
     Ramp,
+    Range,
     SeqStmt,
     Stmt,
     Var,
@@ -36,12 +37,15 @@ from tir.schedule.errors import ScheduleError
 from tir.schedule.handles import BlockRV
 from tir.schedule.primitives._common import block_target, doc_from
 from tir.schedule.primitives._location_util import (
+    DimMap,
     blocks_in_order,
     check_domain_predicate,
     conjunction,
     conjuncts,
     context_dom,
     detachable_nest,
+    image_ranges,
+    instance_ranges,
     is_true,
     iter_kinds,
     point_index_map,
@@ -286,15 +290,17 @@ def reverse_compute_inline(func: PrimFunc, block_name: str) -> PrimFunc:
                 )
     nest = detachable_nest(index, realize, primitive)
 
-    # v = p[d] - offset for the producer's store index p; consumer instances outside the
-    # domain, and constant dimensions that do not match, are masked by a predicate.
+    # v = p[d] - offset for the producer's store index p; producer instances that map to no
+    # instance the consumer runs (outside its loops' range, a constant dimension that does not
+    # match) are masked by a predicate.
     point = producer_store.indices
     inverse: dict[Var, PrimExpr] = {entry.var: simplify(point[entry.dim] - entry.offset) for entry in simple}
+    consumer_ranges = _check_covered(primitive, index, target, realize, producer, first.indices, simple, buffer)
     conditions: list[PrimExpr] = []
-    for iter_var in block.iter_vars:
+    for iter_var, rng in zip(block.iter_vars, consumer_ranges):
         value = inverse[iter_var.var]
-        conditions.append(iter_var.dom.min <= value)
-        conditions.append(value < iter_var.dom.min + iter_var.dom.extent)
+        conditions.append(rng.min <= value)
+        conditions.append(value < rng.min + rng.extent)
     mapped = {entry.dim for entry in simple}
     for dim, index_expr in enumerate(first.indices):
         if dim not in mapped:
@@ -378,6 +384,96 @@ def _loaded_buffers(expr: PrimExpr) -> list[Buffer]:
 
     post_order_visit(expr, visit)
     return found
+
+
+def _check_covered(
+    primitive: str,
+    index: TreeIndex,
+    target: str,
+    consumer: BlockRealize,
+    producer: BlockRealize,
+    read_index: tuple[PrimExpr, ...],
+    simple: list[DimMap],
+    buffer: Buffer,
+) -> list[Range]:
+    """Refuse unless every instance the consumer runs is produced: the consumer's instances
+    must lie in the image of the producer's instances under the inverted read index, in each
+    iteration of the loops around both. Returns the ranges of the consumer's iterators (its
+    instances, per iteration of those loops), which the caller uses to mask the producer.
+
+    Inlining runs the consumer's store once per producer instance, so a consumer instance
+    that no producer instance maps to (a border the producer does not write, as a padding
+    block's) would never run.
+    """
+    shared_ids = {id(loop) for loop in index.loops_above(producer)}
+    shared = [loop for loop in index.loops_above(consumer) if id(loop) in shared_ids]
+    consumer_ranges = instance_ranges(index, consumer, shared)
+    if consumer_ranges is None:
+        raise ScheduleError(
+            primitive,
+            target,
+            "the block's bindings are not a box of iterator values (quasi-affine, independent, without gaps), "
+            "so which instances it runs cannot be compared with what its producer writes",
+            consumer,
+        )
+    producer_ranges = instance_ranges(index, producer, shared)
+    producer_target = f"producer {producer.block.name!r}"
+    if producer_ranges is None:
+        raise ScheduleError(
+            primitive,
+            target,
+            f"the bindings of the {producer_target} are not a box of iterator values, so what it writes of "
+            f"{buffer.name} cannot be compared with what the block reads",
+            producer,
+        )
+    # What stays symbolic: everything outside the scope and the loops around both blocks.
+    known = context_dom(index, producer)
+    for loop in index.loops_above(producer):
+        if id(loop) not in {id(s) for s in shared}:
+            known.pop(loop.loop_var, None)
+    store = producer.block.body
+    assert isinstance(store, BufferStore)
+    producer_dom = {iv.var: rng for iv, rng in zip(producer.block.iter_vars, producer_ranges)}
+    written = image_ranges(store.indices, producer_dom, known)
+    if written is None:
+        raise ScheduleError(
+            primitive,
+            target,
+            f"the store index of the {producer_target} does not write a box of {buffer.name} "
+            "(an index with gaps, or an iterator in two dimensions)",
+            store,
+        )
+    analyzer = Analyzer()
+    for var, dom in known.items():
+        analyzer.bind(var, dom)
+
+    def inside(low: PrimExpr, last: PrimExpr, rng: Range) -> bool:
+        return analyzer.can_prove(rng.min <= low) and analyzer.can_prove(last <= rng.min + rng.extent - 1)
+
+    by_dim = {entry.dim: entry for entry in simple}
+    ranges_of = {iv.var: rng for iv, rng in zip(consumer.block.iter_vars, consumer_ranges)}
+    for dim, index_expr in enumerate(read_index):
+        entry = by_dim.get(dim)
+        if entry is None:
+            low = last = index_expr
+            what = f"index {index_expr}"
+        else:
+            rng = ranges_of[entry.var]
+            low = rng.min + entry.offset
+            last = rng.min + rng.extent - 1 + entry.offset
+            what = f"{entry.var.name} in [{analyzer.simplify(rng.min)}, {analyzer.simplify(rng.min + rng.extent)})"
+        if not inside(low, last, written[dim]):
+            end = analyzer.simplify(written[dim].min + written[dim].extent)
+            span = f"[{analyzer.simplify(written[dim].min)}, {end})"
+            raise ScheduleError(
+                primitive,
+                target,
+                f"the block's domain is not covered by its {producer_target}: the block reads {buffer.name} "
+                f"at dimension {dim} for {what}, the producer writes only {span} there, so instances "
+                "of the block would never run",
+                consumer,
+            )
+    return consumer_ranges
 
 
 def _is_vector(load: BufferLoad) -> bool:
