@@ -5,33 +5,29 @@
     results[0].seconds          # median run time, or None with .error_kind / .error_msg
     measurer.close()
 
-Workers are fresh processes (libgomp does not survive ``fork``) that import the compiler once
-and are reused across batches. A batch is built first, on every worker at once (builds are
-single-threaded), then run one candidate at a time, so a timing never shares the machine with
-a build or another run. Every failure is a result: a build error ("build"), an exception while
-running ("run"), a worker killed by a signal, a segfault say ("crash"; the worker is replaced),
-a build or run past ``timeout`` seconds ("timeout"; the worker is killed and replaced), outputs
-that differ from the unscheduled program's ("wrong"). Modules a dying worker had built are
-rebuilt on a fresh one.
+Each candidate is built (``tir.build``; ``build_seconds`` recorded), run once on deterministic
+random inputs and checked against the unscheduled program's outputs when ``reference`` is given,
+then timed with the thread count pinned: the median of ``repeat`` runs after a warm-up. Every
+failure is a result, never an exception: a build error ("build"), an exception while running
+("run"), a worker killed by a signal, a segfault say ("crash"), a run past ``timeout`` seconds
+("timeout"), outputs that differ from the unscheduled program's ("wrong").
 
-``executor=`` takes any ``concurrent.futures.Executor`` (a dask client's, for one): each batch is
-then one task, ``measure_batch(jobs, ...)``, which runs the same isolated pool where the executor
-runs it, so a crashing candidate still cannot take the executor's worker down.
+Stages: ``builder`` (the plain data a candidate travels as, and building), ``runner`` (inputs,
+the check, the timing), ``executors`` (the local pool of worker processes, and
+``measure_batch``, the unit of work of any ``concurrent.futures.Executor``).
 """
 
 from __future__ import annotations
 
-import socket
-import subprocess
-import sys
-import time
+import os
 from collections.abc import Sequence
 from concurrent.futures import Executor
-from dataclasses import dataclass, replace
-from multiprocessing.connection import Connection
+from dataclasses import dataclass
 from typing import Any
 
-from metasched.measure.worker import Job
+from metasched.measure.builder import Job, encode_program, first_line
+from metasched.measure.executors import LocalPool, measure_batch
+from metasched.task import workload_hash
 from tir.ir import PrimFunc
 
 __all__ = ["MeasureInput", "MeasureResult", "Measurer", "measure_batch"]
@@ -39,196 +35,40 @@ __all__ = ["MeasureInput", "MeasureResult", "Measurer", "measure_batch"]
 
 @dataclass(frozen=True)
 class MeasureInput:
-    func: PrimFunc
+    func: PrimFunc  # the scheduled program (before lowering)
     target: str
-    reference: PrimFunc | None = None
+    reference: PrimFunc | None = None  # the unscheduled program: the output is checked against it
 
 
 @dataclass(frozen=True)
 class MeasureResult:
-    seconds: float | None
-    error_kind: str | None = None
+    seconds: float | None  # median run time; None on error
+    error_kind: str | None = None  # None | "build" | "run" | "crash" | "timeout" | "wrong"
     error_msg: str = ""
     build_seconds: float = 0.0
 
 
-class _Worker:
-    """One worker process and the connection to it.
-
-    The worker is a fresh interpreter (``python -c``) talking over a socket pair, not a
-    ``multiprocessing`` child: a spawned child re-runs the parent's ``__main__`` module, which
-    would re-run a user's script that calls ``metasched.tune`` at its top level, and a forked
-    one inherits libgomp's threads, which do not survive ``fork``.
-    """
-
-    def __init__(self) -> None:
-        parent, child = socket.socketpair()
-        try:
-            self.process = subprocess.Popen(
-                [sys.executable, "-c", f"from metasched.measure.worker import serve_fd; serve_fd({child.fileno()})"],
-                pass_fds=(child.fileno(),),
-                stdin=subprocess.DEVNULL,
-            )
-        finally:
-            child.close()
-        self.connection = Connection(parent.detach())
-        self.built: set[int] = set()
-
-    def call(self, message: tuple[Any, ...], timeout: float) -> dict[str, Any]:
-        """Send and wait; a dead worker or a timeout is reported as a result."""
-        try:
-            self.connection.send(message)
-            if not self.connection.poll(timeout):
-                self.kill()
-                return {"error_kind": "timeout", "error_msg": f"no answer within {timeout:.1f} s"}
-            return self.connection.recv()  # type: ignore[no-any-return]
-        except (EOFError, OSError):
-            try:
-                code = self.process.wait(1.0)
-            except subprocess.TimeoutExpired:
-                code = None
-            signal = f"signal {-code}" if code is not None and code < 0 else f"exit code {code}"
-            self.kill()
-            return {"error_kind": "crash", "error_msg": f"the measuring process died ({signal})"}
-
-    @property
-    def alive(self) -> bool:
-        return self.process.poll() is None and not self.connection.closed
-
-    def kill(self) -> None:
-        if self.process.poll() is None:
-            self.process.kill()
-        try:
-            self.process.wait(5.0)
-        except subprocess.TimeoutExpired:  # pragma: no cover - a process that ignores SIGKILL
-            pass
-        if not self.connection.closed:
-            self.connection.close()
-
-
-class _Pool:
-    """Workers that build in parallel and run one at a time (see the module docstring)."""
-
-    def __init__(self, workers: int, timeout: float, build_timeout: float) -> None:
-        self.size = max(1, workers)
-        self.timeout = timeout
-        self.build_timeout = build_timeout
-        self.workers: list[_Worker] = []
-
-    def _worker(self, index: int) -> _Worker:
-        while len(self.workers) <= index:
-            self.workers.append(_Worker())
-        if not self.workers[index].alive:
-            self.workers[index] = _Worker()
-        return self.workers[index]
-
-    def measure(self, jobs: Sequence[Job]) -> list[dict[str, Any]]:
-        results: list[dict[str, Any] | None] = [None] * len(jobs)
-        pending = list(range(len(jobs)))
-        # Runs are sequential: the best time so far, this batch included, lets a far slower
-        # candidate be timed once (see worker.run_job).
-        best = min((job.best for job in jobs if job.best is not None), default=None)
-        for _attempt in range(2):  # a second attempt for modules lost with a crashed worker
-            built = self._build(jobs, pending, results)
-            lost: list[int] = []
-            for index, worker_index in built:
-                worker = self._worker(worker_index) if self.workers[worker_index].alive else None
-                if worker is None or index not in worker.built:
-                    lost.append(index)
-                    continue
-                worker.built.discard(index)
-                job = jobs[index] if best is None else replace(jobs[index], best=best)
-                reply = worker.call(("run", index, job), self.timeout)
-                if reply.get("seconds") is not None and reply.get("error_kind") is None:
-                    best = reply["seconds"] if best is None else min(best, reply["seconds"])
-                results[index] = {**results[index], **reply}  # type: ignore[dict-item]
-                if not worker.alive:
-                    worker.built.clear()
-            pending = lost
-            if not pending:
-                break
-        for index in pending:
-            results[index] = {"error_kind": "crash", "error_msg": "built twice, lost with a crashed worker each time"}
-        return [r if r is not None else {"error_kind": "crash", "error_msg": "not measured"} for r in results]
-
-    def _build(
-        self, jobs: Sequence[Job], pending: list[int], results: list[dict[str, Any] | None]
-    ) -> list[tuple[int, int]]:
-        """Build ``pending`` jobs over the workers at once; returns (job, worker) of the built."""
-        queues = [pending[w :: self.size] for w in range(self.size)]
-        cursors = [0] * self.size
-        waiting: dict[int, tuple[int, float]] = {}  # worker -> (job, start)
-        built: list[tuple[int, int]] = []
-        while True:
-            for w in range(self.size):
-                if w not in waiting and cursors[w] < len(queues[w]):
-                    job_index = queues[w][cursors[w]]
-                    cursors[w] += 1
-                    worker = self._worker(w)
-                    try:
-                        worker.connection.send(("build", job_index, jobs[job_index]))
-                    except OSError:
-                        worker.kill()
-                        results[job_index] = {"error_kind": "crash", "error_msg": "the measuring process died"}
-                        continue
-                    waiting[w] = (job_index, time.monotonic())
-            if not waiting:
-                return built
-            for w, (job_index, start) in list(waiting.items()):
-                worker = self.workers[w]
-                remaining = self.build_timeout - (time.monotonic() - start)
-                try:
-                    ready = worker.connection.poll(min(0.005, max(remaining, 0)))
-                except (EOFError, OSError):
-                    ready = True
-                if ready:
-                    try:
-                        reply = worker.connection.recv()
-                    except (EOFError, OSError):
-                        worker.kill()
-                        reply = {"error_kind": "crash", "error_msg": "the measuring process died while building"}
-                    del waiting[w]
-                    results[job_index] = reply
-                    if "error_kind" not in reply:
-                        worker.built.add(job_index)
-                        built.append((job_index, w))
-                elif remaining <= 0:
-                    worker.kill()
-                    del waiting[w]
-                    results[job_index] = {
-                        "error_kind": "timeout",
-                        "error_msg": f"the build took more than {self.build_timeout:.0f} s",
-                    }
-                    # Modules this worker held are gone with it: they will be rebuilt.
-                    worker.built.clear()
-
-    def close(self) -> None:
-        for worker in self.workers:
-            worker.kill()
-        self.workers.clear()
-
-
-_local_pools: dict[tuple[int, float, float], _Pool] = {}
-
-
-def measure_batch(
-    jobs: Sequence[Job], workers: int = 2, timeout: float = 10.0, build_timeout: float = 120.0
-) -> list[dict[str, Any]]:
-    """Measure ``jobs`` with an isolated pool in this process (an executor's unit of work). The
-    pool is kept for the next batch sent to the same process."""
-    key = (workers, timeout, build_timeout)
-    pool = _local_pools.get(key)
-    if pool is None:
-        pool = _local_pools[key] = _Pool(workers, timeout, build_timeout)
-    return pool.measure(jobs)
+def _default_workers() -> int:
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        cores = os.cpu_count() or 1
+    return max(1, min(cores, 8))
 
 
 class Measurer:
-    """Builds and times candidates in spawned workers (see the module docstring).
+    """Builds and times candidates in worker processes (see the module docstring).
 
+    ``executor``: any ``concurrent.futures.Executor``; each task it runs is ``measure_batch``
+    on plain data (``chunk_size`` candidates, default the whole batch, whose runs then stay one
+    at a time), which measures in worker processes where the executor runs it, so a crashing
+    candidate cannot take the executor's worker down. Default: a local pool.
     ``num_threads``: threads each candidate runs with (default: the module's default);
     ``timeout``: seconds for one candidate's checked run and timing; ``repeat``: timed runs
-    (the median is reported); ``workers``: processes building at once.
+    (the median is reported), fewer for a candidate slower than ``budget`` seconds in all;
+    ``workers``: processes building at once (default: the cores, at most 8);
+    ``build_timeout``: seconds for one build; ``reference_timeout``: seconds for the
+    unscheduled program's one checked run (computed once per pool).
     """
 
     def __init__(
@@ -238,17 +78,40 @@ class Measurer:
         num_threads: int | None = None,
         timeout: float = 10.0,
         repeat: int = 5,
-        workers: int = 2,
+        workers: int | None = None,
         build_timeout: float = 120.0,
+        reference_timeout: float = 300.0,
+        budget: float = 1.0,
+        chunk_size: int | None = None,
     ) -> None:
+        if repeat < 1:
+            raise ValueError(f"repeat must be at least 1, got {repeat}")
+        if timeout <= 0:
+            raise ValueError(f"timeout must be positive, got {timeout}")
         self.target = target
         self.executor = executor
         self.num_threads = num_threads
         self.timeout = timeout
         self.repeat = repeat
-        self.workers = workers
+        self.workers = workers if workers is not None else _default_workers()
         self.build_timeout = build_timeout
-        self._pool: _Pool | None = None
+        self.reference_timeout = reference_timeout
+        self.budget = budget
+        self.chunk_size = chunk_size
+        self._pool: LocalPool | None = None
+        self._references: dict[int, tuple[PrimFunc, str, bytes | str]] = {}  # id -> (func, key, encoded)
+
+    def _reference(self, func: PrimFunc | None) -> tuple[str | None, bytes | str | None]:
+        """(structural hash, encoded program) of a reference, once per reference object (the
+        tuner passes the same one with every candidate of a task)."""
+        if func is None:
+            return None, None
+        found = self._references.get(id(func))
+        if found is None or found[0] is not func:
+            if len(self._references) > 64:
+                self._references.clear()
+            found = self._references[id(func)] = (func, workload_hash(func), encode_program(func))
+        return found[1], found[2]
 
     def measure(self, inputs: Sequence[MeasureInput], best_seconds: float | None = None) -> list[MeasureResult]:
         """Results in the order of ``inputs``. ``best_seconds`` (the best so far) lets a
@@ -257,20 +120,22 @@ class Measurer:
             return []
         jobs = [
             Job(
-                item.func.script(),
+                encode_program(item.func),
                 item.target,
-                item.reference.script() if item.reference is not None else None,
+                *self._reference(item.reference),
                 self.num_threads,
                 self.repeat,
                 best_seconds,
+                self.budget,
             )
             for item in inputs
         ]
+        options = (self.workers, self.timeout, self.build_timeout, self.reference_timeout)
         if self.executor is not None:
-            replies = self.executor.submit(measure_batch, jobs, self.workers, self.timeout, self.build_timeout).result()
+            replies = self._on_executor(jobs, options)
         else:
             if self._pool is None:
-                self._pool = _Pool(self.workers, self.timeout, self.build_timeout)
+                self._pool = LocalPool(*options)
             replies = self._pool.measure(jobs)
         return [
             MeasureResult(
@@ -281,6 +146,20 @@ class Measurer:
             )
             for reply in replies
         ]
+
+    def _on_executor(self, jobs: list[Job], options: tuple[Any, ...]) -> list[dict[str, Any]]:
+        assert self.executor is not None
+        size = self.chunk_size or len(jobs)
+        chunks = [jobs[start : start + size] for start in range(0, len(jobs), size)]
+        futures = [self.executor.submit(measure_batch, chunk, *options) for chunk in chunks]
+        replies: list[dict[str, Any]] = []
+        for chunk, future in zip(chunks, futures):
+            try:
+                replies.extend(future.result())
+            except Exception as error:  # noqa: BLE001 - a lost executor task is a result too
+                failure = {"error_kind": "crash", "error_msg": f"the executor's task failed: {first_line(error)}"}
+                replies.extend(dict(failure) for _ in chunk)
+        return replies
 
     def close(self) -> None:
         if self._pool is not None:

@@ -1,0 +1,375 @@
+"""Where candidates are measured: a local pool of worker processes, and the unit of work that
+any ``concurrent.futures.Executor`` can run.
+
+Workers are fresh interpreters (``sys.executable -c ...``, a spawn: libgomp does not survive
+``fork``) that import the compiler once and are reused across batches. They are started with
+``subprocess`` rather than ``multiprocessing``'s spawn context, which would re-import the
+caller's main module in every worker: slower, and a script without an ``if __name__ ==
+"__main__"`` guard would recurse. A worker dies with its parent (``PR_SET_PDEATHSIG`` on Linux),
+so a hanging candidate cannot outlive a killed tuner.
+
+A batch goes in two phases:
+
+1. prepare, on every worker at once (building is single-threaded): the reference outputs of
+   each unscheduled program not seen before (once per pool, cached by structural hash), then
+   every candidate's build, each worker taking the next task when it is free;
+2. run, one candidate at a time, so a timing never shares the machine with a build or another
+   run. A worker receives the reference outputs the first time it runs a candidate of them.
+
+Every failure is a result: a worker that dies (a segfault, say) is reported as "crash" with its
+signal, a build or run past its time limit as "timeout"; the worker is killed, and replaced when
+next needed (not at once: its start-up would disturb the timings in flight). Modules a dying
+worker had built are rebuilt on a fresh one.
+
+    pool = LocalPool(workers=2, timeout=10.0)
+    replies = pool.measure(jobs)          # one dict per Job: seconds / error_kind, error_msg, build_seconds
+    measure_batch(jobs, workers=2)        # the same with a pool kept per process: an executor's unit of work
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections import OrderedDict, deque
+from collections.abc import Sequence
+from dataclasses import replace
+from multiprocessing.connection import Connection, wait
+from typing import Any
+
+from metasched.measure.builder import Job, build_job, built_modules, first_line
+
+__all__ = ["LocalPool", "close_local_pools", "measure_batch", "serve"]
+
+# What a worker runs: die with the parent, take the parent's import path, serve.
+_BOOTSTRAP = """
+import sys
+try:
+    import ctypes, signal
+    ctypes.CDLL(None).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+except Exception:
+    pass
+from multiprocessing.connection import Connection
+connection = Connection(int(sys.argv[1]))
+sys.path[:] = connection.recv()
+from metasched.measure.executors import serve
+serve(connection)
+"""
+
+#: Reference outputs a worker keeps (each as large as the program's outputs).
+_WORKER_REFERENCES = 4
+#: Reference outputs (or their failures) a pool keeps between batches.
+_POOL_REFERENCES = 16
+
+
+def serve(connection: Connection) -> None:
+    """A worker's loop, until its connection closes. Messages: ("build", key, job),
+    ("run", key, job), ("reference", ref_key, program, target), ("set_reference", ref_key,
+    reference), ("drop", key). Every message but the last two gets one reply."""
+    import tir  # noqa: F401 - import once, before the first job is timed
+    from metasched.measure.runner import compute_reference, run_job
+
+    references: OrderedDict[str, Any] = OrderedDict()
+
+    def keep(key: str, reference: Any) -> None:
+        references[key] = reference
+        while len(references) > _WORKER_REFERENCES:
+            references.popitem(last=False)
+
+    while True:
+        try:
+            message = connection.recv()
+        except (EOFError, OSError):
+            return
+        kind = message[0]
+        try:
+            if kind == "build":
+                reply = build_job(message[1], message[2])
+            elif kind == "run":
+                job: Job = message[2]
+                reference = None
+                if job.reference_key is not None:
+                    reference = references.get(job.reference_key)
+                    if reference is None:
+                        connection.send({"need_reference": True})
+                        continue
+                    references.move_to_end(job.reference_key)
+                reply = run_job(message[1], job, reference)
+            elif kind == "reference":
+                start = time.perf_counter()
+                try:
+                    reference = compute_reference(message[2], message[3])
+                except Exception as error:  # noqa: BLE001 - recorded, never fatal
+                    reply = {"error_kind": "run", "error_msg": first_line(error)}
+                else:
+                    keep(message[1], reference)
+                    reply = {"reference": reference, "seconds": time.perf_counter() - start}
+            elif kind == "set_reference":
+                keep(message[1], message[2])
+                continue
+            elif kind == "drop":
+                built_modules.pop(message[1], None)
+                continue
+            else:
+                return
+        except Exception as error:  # noqa: BLE001 - a bug here must not hang the parent
+            reply = {"error_kind": "run", "error_msg": f"in the measuring worker: {first_line(error)}"}
+        connection.send(reply)
+
+
+class _Worker:
+    """One worker process and the connection to it."""
+
+    def __init__(self) -> None:
+        parent_end, child_end = socket.socketpair()
+        self.process = subprocess.Popen(
+            [sys.executable, "-c", _BOOTSTRAP, str(child_end.fileno())], pass_fds=(child_end.fileno(),)
+        )
+        child_end.close()
+        self.connection = Connection(parent_end.detach())
+        self.connection.send(list(sys.path))
+        self.built: set[int] = set()  # keys of modules built here and not yet run
+
+    @property
+    def alive(self) -> bool:
+        return self.process.poll() is None
+
+    def send(self, message: tuple[Any, ...]) -> bool:
+        try:
+            self.connection.send(message)
+            return True
+        except OSError:
+            return False
+
+    def request(self, message: tuple[Any, ...], timeout: float, doing: str) -> dict[str, Any]:
+        """Send and wait for the reply; death and timeout come back as results."""
+        if not self.send(message):
+            return self.died(doing)
+        try:
+            ready = self.connection.poll(timeout)
+        except (EOFError, OSError):
+            return self.died(doing)
+        if not ready:
+            self.kill()
+            return {"error_kind": "timeout", "error_msg": f"{doing} took more than {timeout:g} s"}
+        return self.receive(doing)
+
+    def receive(self, doing: str) -> dict[str, Any]:
+        try:
+            return self.connection.recv()  # type: ignore[no-any-return]
+        except (EOFError, OSError):
+            return self.died(doing)
+
+    def died(self, doing: str) -> dict[str, Any]:
+        try:
+            code = self.process.wait(2.0)
+        except subprocess.TimeoutExpired:
+            code = None
+        self.kill()
+        if code is not None and code < 0:
+            try:
+                how = f"signal {-code}, {signal.Signals(-code).name}"
+            except ValueError:
+                how = f"signal {-code}"
+        else:
+            how = f"exit code {code}"
+        return {"error_kind": "crash", "error_msg": f"the measuring process died {doing} ({how})"}
+
+    def kill(self) -> None:
+        if self.process.poll() is None:
+            self.process.kill()
+        try:
+            self.process.wait(5.0)
+        except subprocess.TimeoutExpired:
+            pass
+        self.connection.close()
+        self.built.clear()
+
+
+class LocalPool:
+    """Worker processes on this machine: build in parallel, run one at a time (module docstring).
+
+    ``timeout``: seconds for one candidate's run (the checked run and the timing);
+    ``build_timeout``: seconds for one build; ``reference_timeout``: seconds to build and run an
+    unscheduled program once (it may be far slower than any candidate).
+    """
+
+    def __init__(
+        self, workers: int = 2, timeout: float = 10.0, build_timeout: float = 120.0, reference_timeout: float = 300.0
+    ) -> None:
+        self.size = max(1, workers)
+        self.timeout = timeout
+        self.build_timeout = build_timeout
+        self.reference_timeout = reference_timeout
+        self.workers: list[_Worker] = []
+        self.references: OrderedDict[str, Any] = OrderedDict()  # key -> Reference, or an error reply
+        self.lock = threading.Lock()  # one batch at a time, whatever the threads
+
+    def _worker(self, index: int) -> _Worker:
+        while len(self.workers) <= index:
+            self.workers.append(_Worker())
+        if not self.workers[index].alive:
+            self.workers[index].kill()
+            self.workers[index] = _Worker()
+        return self.workers[index]
+
+    def measure(self, jobs: Sequence[Job]) -> list[dict[str, Any]]:
+        """One reply per job, in order: ``seconds`` or ``error_kind``/``error_msg``, and ``build_seconds``."""
+        with self.lock:
+            return self._measure(jobs)
+
+    def _measure(self, jobs: Sequence[Job]) -> list[dict[str, Any]]:
+        while len(self.references) > _POOL_REFERENCES:
+            self.references.popitem(last=False)
+        results: list[dict[str, Any]] = [{} for _ in jobs]
+        missing: dict[str, Job] = {}
+        for job in jobs:
+            if job.reference_key is not None and job.reference_key not in self.references:
+                missing.setdefault(job.reference_key, job)
+        # Runs are sequential: the best time so far, this batch included, lets a far slower
+        # candidate be timed once (see runner.run_job).
+        best = min((job.best for job in jobs if job.best is not None), default=None)
+        pending = list(range(len(jobs)))
+        for _attempt in range(2):  # a second attempt for modules lost with a dead worker
+            built = self._prepare(jobs, pending, missing, results)
+            missing = {}
+            lost: list[int] = []
+            for index, worker_index in built:
+                worker = self.workers[worker_index]
+                if not worker.alive or index not in worker.built:
+                    lost.append(index)
+                    continue
+                worker.built.discard(index)
+                reply = self._run(worker, index, jobs[index] if best is None else replace(jobs[index], best=best))
+                if reply.get("error_kind") is None and reply.get("seconds") is not None:
+                    best = reply["seconds"] if best is None else min(best, reply["seconds"])
+                results[index].update(reply)
+            pending = lost
+            if not pending:
+                break
+        for index in pending:
+            results[index] = {"error_kind": "crash", "error_msg": "built twice, lost with a dead worker each time"}
+        return results
+
+    def _run(self, worker: _Worker, index: int, job: Job) -> dict[str, Any]:
+        reference = None
+        if job.reference_key is not None:
+            reference = self.references.get(job.reference_key)
+            if isinstance(reference, dict):  # the unscheduled program failed
+                worker.send(("drop", index))
+                return {
+                    "error_kind": "run",
+                    "error_msg": "the output cannot be checked: the unscheduled program failed "
+                    f"({reference['error_kind']}: {reference['error_msg']})",
+                }
+        reply = worker.request(("run", index, job), self.timeout, "while running")
+        if reply.get("need_reference"):
+            worker.send(("set_reference", job.reference_key, reference))
+            reply = worker.request(("run", index, job), self.timeout, "while running")
+        return reply
+
+    def _prepare(
+        self, jobs: Sequence[Job], pending: list[int], missing: dict[str, Job], results: list[dict[str, Any]]
+    ) -> list[tuple[int, int]]:
+        """Compute the ``missing`` references and build the ``pending`` jobs over all workers;
+        returns (job, worker) of the modules built."""
+        tasks: deque[tuple[str, Any]] = deque([("reference", key) for key in missing])
+        tasks.extend(("build", index) for index in pending)
+        waiting: dict[int, tuple[tuple[str, Any], float, float]] = {}  # worker -> (task, start, limit)
+        built: list[tuple[int, int]] = []
+        while tasks or waiting:
+            for w in range(self.size):
+                if w in waiting or not tasks:
+                    continue
+                task = tasks.popleft()
+                worker = self._worker(w)
+                if task[0] == "reference":
+                    job = missing[task[1]]
+                    sent = worker.send(("reference", task[1], job.reference, job.target))
+                    limit = self.reference_timeout
+                else:
+                    sent = worker.send(("build", task[1], jobs[task[1]]))
+                    limit = self.build_timeout
+                waiting[w] = (task, time.monotonic(), limit)
+                if not sent:
+                    self._finish(task, worker.died("before its task"), w, results, built)
+                    del waiting[w]
+            if not waiting:
+                continue
+            now = time.monotonic()
+            wait_for = max(0.0, min(start + limit - now for _, start, limit in waiting.values()))
+            ready = wait([self.workers[w].connection for w in waiting], timeout=wait_for)
+            now = time.monotonic()
+            for w, (task, start, limit) in list(waiting.items()):
+                worker = self.workers[w]
+                doing = "while computing the reference outputs" if task[0] == "reference" else "while building"
+                if worker.connection in ready:
+                    reply = worker.receive(doing)
+                elif now - start >= limit:
+                    worker.kill()
+                    reply = {"error_kind": "timeout", "error_msg": f"{doing[6:]} took more than {limit:g} s"}
+                else:
+                    continue
+                del waiting[w]
+                self._finish(task, reply, w, results, built)
+        return built
+
+    def _finish(
+        self,
+        task: tuple[str, Any],
+        reply: dict[str, Any],
+        worker_index: int,
+        results: list[dict[str, Any]],
+        built: list[tuple[int, int]],
+    ) -> None:
+        kind, item = task
+        if kind == "reference":
+            self.references[item] = reply.get("reference") or {
+                "error_kind": reply.get("error_kind", "run"),
+                "error_msg": reply.get("error_msg", ""),
+            }
+            return
+        results[item] = reply
+        if reply.get("error_kind") is None:
+            self.workers[worker_index].built.add(item)
+            built.append((item, worker_index))
+
+    def close(self) -> None:
+        for worker in self.workers:
+            worker.kill()
+        self.workers.clear()
+
+
+_local_pools: dict[tuple[Any, ...], LocalPool] = {}
+_local_pools_lock = threading.Lock()
+
+
+def measure_batch(
+    jobs: Sequence[Job],
+    workers: int = 2,
+    timeout: float = 10.0,
+    build_timeout: float = 120.0,
+    reference_timeout: float = 300.0,
+) -> list[dict[str, Any]]:
+    """Measure ``jobs`` with a pool of this process, kept for the next batch sent here: the
+    unit of work an executor runs (plain data in, plain data out)."""
+    key = (os.getpid(), workers, timeout, build_timeout, reference_timeout)
+    with _local_pools_lock:
+        pool = _local_pools.get(key)
+        if pool is None:
+            pool = _local_pools[key] = LocalPool(workers, timeout, build_timeout, reference_timeout)
+    return pool.measure(jobs)
+
+
+@atexit.register
+def close_local_pools() -> None:
+    """Stop the workers of the pools ``measure_batch`` keeps (at exit, or when asked)."""
+    with _local_pools_lock:
+        for pool in _local_pools.values():
+            pool.close()
+        _local_pools.clear()

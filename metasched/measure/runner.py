@@ -1,0 +1,173 @@
+"""Running candidates inside a measuring worker: inputs, the output check, the timing.
+
+Inputs are made from the signature alone, deterministically (the same for a candidate and its
+reference): floats standard normal, narrow integers (quantized data) in [-8, 8), 32- and 64-bit
+integers (mostly indices and shapes) in [0, 8), so that neither overflows nor an index read
+from data leaves a buffer. Outputs start as NaN, so an element a wrong schedule never writes
+shows up -- unless the unscheduled program itself leaves NaN in an output (it reads its output
+before writing it, or skips elements, or computes NaN): then the outputs of the reference and
+of every candidate start from their random values instead.
+
+    reference = compute_reference(encode_program(unscheduled), "llvm")
+    run_job(7, job, reference)     # {"seconds": 1.2e-3} or {"error_kind": "wrong", ...}
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from metasched.measure.builder import Job, built_modules, decode_program, first_line
+
+__all__ = ["Reference", "compare_outputs", "compute_reference", "make_arguments", "run_job"]
+
+#: A candidate whose first (checked) run is this many times slower than the best so far is
+#: reported with that one time.
+GIVE_UP_FACTOR = 4.0
+
+
+@dataclass(frozen=True)
+class Reference:
+    """The unscheduled program's outputs on the deterministic inputs."""
+
+    outputs: tuple[np.ndarray, ...]  # one per written buffer parameter, in parameter order
+    nan_outputs: bool  # whether outputs start as NaN (else as their random values)
+
+
+def _random_array(rng: np.random.Generator, shape: tuple[int, ...], dtype_text: str, storage: np.dtype) -> np.ndarray:
+    if dtype_text == "bfloat16":  # stored as the upper 16 bits of a float32
+        values = rng.standard_normal(shape).astype(np.float32)
+        return (values.view(np.uint32) >> 16).astype(np.uint16)
+    if np.issubdtype(storage, np.floating):
+        return rng.standard_normal(shape).astype(storage)
+    if storage == np.bool_:
+        return rng.integers(0, 2, shape).astype(storage)
+    low = -8 if np.issubdtype(storage, np.signedinteger) and storage.itemsize <= 2 else 0
+    return rng.integers(low, 8, shape).astype(storage)
+
+
+def _as_values(array: np.ndarray, dtype_text: str) -> np.ndarray:
+    """The numbers an argument holds (bfloat16 bits widened to float32)."""
+    if dtype_text == "bfloat16":
+        return (array.astype(np.uint32) << 16).view(np.float32)
+    return array
+
+
+def output_positions(func: Any) -> list[int]:
+    """Positions (among buffer parameters) of the buffers some block writes."""
+    from tir.ir import Block
+    from tir.ir.functor import post_order_visit
+
+    written: set[int] = set()
+
+    def visit(node: Any) -> None:
+        if isinstance(node, Block):
+            written.update(id(region.buffer) for region in node.writes)
+
+    post_order_visit(func.body, visit)
+    return [i for i, buffer in enumerate(func.buffer_params) if id(buffer) in written]
+
+
+def make_arguments(func: Any, nan_outputs: bool = True) -> tuple[list[np.ndarray], list[int]]:
+    """Deterministic arguments of ``func`` (see the module docstring) and its output positions."""
+    from tir.runtime.module import param_specs
+
+    rng = np.random.default_rng(0)
+    arrays = []
+    for spec in param_specs(func):
+        if spec.from_shapes:
+            continue  # bound from the arrays' shapes, not passed
+        if not spec.is_buffer:
+            raise ValueError(f"parameter {spec.name} is a scalar: measuring needs buffer parameters only")
+        if not all(isinstance(d, int) for d in spec.shape):  # type: ignore[union-attr]
+            raise ValueError(f"parameter {spec.name} has a symbolic shape {spec.shape}: measuring needs static shapes")
+        arrays.append(_random_array(rng, tuple(spec.shape), str(spec.dtype), spec.storage))  # type: ignore[arg-type]
+    outputs = output_positions(func)
+    if nan_outputs:
+        for position in outputs:
+            dtype_text = str(func.buffer_params[position].dtype)
+            if dtype_text == "bfloat16":
+                arrays[position][...] = 0x7FC0  # a bfloat16 NaN
+            elif np.issubdtype(arrays[position].dtype, np.floating):
+                arrays[position][...] = np.nan
+    return arrays, outputs
+
+
+def _has_nan(func: Any, arrays: list[np.ndarray], outputs: list[int]) -> bool:
+    for position in outputs:
+        values = _as_values(arrays[position], str(func.buffer_params[position].dtype))
+        if np.issubdtype(values.dtype, np.floating) and np.isnan(values).any():
+            return True
+    return False
+
+
+def compute_reference(data: bytes | str, target: str) -> Reference:
+    """Build and run the unscheduled program once (raises on failure: the caller records it)."""
+    import tir
+
+    func = decode_program(data)
+    module = tir.build(func, target)
+    arrays, outputs = make_arguments(func, nan_outputs=True)
+    module(*arrays)
+    nan_outputs = True
+    if _has_nan(func, arrays, outputs):
+        arrays, outputs = make_arguments(func, nan_outputs=False)
+        module(*arrays)
+        nan_outputs = False
+    return Reference(tuple(arrays[i] for i in outputs), nan_outputs)
+
+
+def compare_outputs(got: np.ndarray, want: np.ndarray, dtype_text: str) -> str | None:
+    """None when ``got`` matches ``want``: integers exactly, floats within a tolerance that
+    allows reassociated sums (relative, plus absolute relative to the output's largest value);
+    NaN matches NaN. Else a description of the first difference."""
+    got, want = _as_values(got, dtype_text), _as_values(want, dtype_text)
+    if np.issubdtype(want.dtype, np.floating):
+        finite = want[np.isfinite(want)]
+        scale = max(float(np.abs(finite).max()) if finite.size else 0.0, 1.0)
+        low_precision = dtype_text in ("float16", "bfloat16")
+        rtol = 2e-2 if low_precision else 1e-3
+        atol = (2e-2 if low_precision else 1e-4) * scale
+        bad = ~np.isclose(got, want, rtol=rtol, atol=atol, equal_nan=True)
+    else:
+        bad = got != want
+    if not bad.any():
+        return None
+    where = tuple(int(i) for i in np.argwhere(bad)[0])
+    return (
+        f"output differs from the unscheduled program at {where}: {got[where]!r} vs {want[where]!r} "
+        f"({int(bad.sum())} of {bad.size} elements)"
+    )
+
+
+def run_job(key: int, job: Job, reference: Reference | None) -> dict[str, Any]:
+    """Run the module built under ``key``: the first run is checked against ``reference`` (when
+    given), then timed: median of up to ``job.repeat`` runs after a warm-up, within ``job.budget``."""
+    func, module = built_modules.pop(key)
+    try:
+        if job.num_threads is not None:
+            module.set_num_threads(job.num_threads)
+        arrays, outputs = make_arguments(func, nan_outputs=reference is None or reference.nan_outputs)
+        start = time.perf_counter()
+        module(*arrays)
+        first = time.perf_counter() - start
+        if reference is not None:
+            if len(reference.outputs) != len(outputs):
+                return {"error_kind": "wrong", "error_msg": "writes other parameters than the unscheduled program"}
+            for position, want in zip(outputs, reference.outputs):
+                buffer = func.buffer_params[position]
+                problem = compare_outputs(arrays[position], want, str(buffer.dtype))
+                if problem is not None:
+                    return {"error_kind": "wrong", "error_msg": f"{buffer.name}: {problem}"}
+        if job.best is not None and first > GIVE_UP_FACTOR * job.best:
+            # Far slower than the best so far: its exact time cannot matter, and timing it
+            # repeatedly would cost the search more than everything else.
+            return {"seconds": first}
+        repeat = max(1, min(job.repeat, int(job.budget / max(first, 1e-9))))
+        seconds = module.time(*arrays, repeat=repeat, warmup=1 if first < job.budget / 4 else 0)
+    except Exception as error:  # noqa: BLE001 - every failure is a result, never fatal
+        return {"error_kind": "run", "error_msg": first_line(error)}
+    return {"seconds": seconds}
