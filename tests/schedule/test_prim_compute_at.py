@@ -519,3 +519,80 @@ def test_compute_at_symbolic_region_gives_a_loop_of_that_extent() -> None:
     a, c = np.arange(5, dtype="float32"), np.zeros((5, 5), "float32")
     tir.build(sch.mod)(a, c, 5)
     np.testing.assert_array_equal(c, np.broadcast_to(a, (5, 5)))
+
+
+# ---------------------------------------------------------------- results that verify (issue 17 C)
+
+
+@T.script
+def strided_gather(A: T.Buffer((31,), "float32"), B: T.Buffer((10,), "float32")):
+    R = T.alloc_buffer((31,), "float32")
+    for i in range(31):
+        with T.block("R"):
+            vi = T.spatial_axis(31, i)
+            R[vi] = A[30 - vi]
+    for i in range(10):
+        with T.block("B"):
+            vi = T.spatial_axis(10, i)
+            B[vi] = R[vi * 3 + 1]
+
+
+@T.script
+def clamped_gather(A: T.Buffer((8,), "float32"), B: T.Buffer((12,), "float32")):
+    R = T.alloc_buffer((8,), "float32")
+    for i in range(8):
+        with T.block("R"):
+            vi = T.spatial_axis(8, i)
+            R[vi] = A[vi] * 2.0
+    for i in range(12):
+        with T.block("B"):
+            vi = T.spatial_axis(12, i)
+            B[vi] = R[T.min(vi, 7)]
+
+
+@pytest.mark.parametrize(
+    "func,message",
+    [
+        (strided_gather, r"the block would be bound as vi = i \* 3 \+ 1, which is not quasi-affine"),
+        (clamped_gather, r"the block would be bound as vi = T.min\(i, 7\), which is not quasi-affine"),
+    ],
+    ids=["strided", "clamped"],
+)
+def test_compute_at_refuses_bindings_that_do_not_verify(func: PrimFunc, message: str) -> None:
+    sch = Schedule(func)
+    (i,) = sch.get_loops(sch.get_block("B"))
+    with pytest.raises(ScheduleError, match=message):
+        sch.compute_at(sch.get_block("R"), i)
+    assert tir.structural_equal(sch.func, func)
+    assert compute_location_candidates(func, "R") == []
+
+
+@T.script
+def row_sum_stencil(A: T.Buffer((17, 8), "float32"), D: T.Buffer((16,), "float32")):
+    S = T.alloc_buffer((17,), "float32")
+    for i, k in T.grid(17, 8):
+        with T.block("S"):
+            vi, vk = T.remap("SR", i, k)
+            with T.init():
+                S[vi] = 0.0
+            S[vi] += A[vi, vk]
+    for i in range(16):
+        with T.block("D"):
+            vi = T.remap("S", i)
+            D[vi] = S[vi] + S[vi + 1]
+
+
+def test_decompose_reduction_after_compute_at_with_a_recomputed_halo() -> None:
+    """compute_at of a reduction under a stencil's loop recomputes S[i + 1] at the next
+    iteration; hoisting the init above the loop would sum it twice, so decompose_reduction
+    refuses there and is correct inside."""
+    sch = Schedule(row_sum_stencil, debug=True)
+    (i,) = sch.get_loops(sch.get_block("D"))
+    sch.compute_at(sch.get_block("S"), i)
+    check_numerics(row_sum_stencil, sch.func)
+    loops = sch.get_loops(sch.get_block("S"))
+    assert len(loops) == 3
+    with pytest.raises(ScheduleError, match=r"decompose_reduction: block 'S'"):
+        sch.decompose_reduction(sch.get_block("S"), loops[0])
+    sch.decompose_reduction(sch.get_block("S"), loops[1])
+    check_numerics(row_sum_stencil, sch.func)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from schedule_testing import check_schedule
+from schedule_testing import check_numerics, check_replay, check_schedule
 
 import tir
 import tir.script as T
@@ -343,3 +343,59 @@ def test_reverse_compute_at_refuses_a_loop_of_another_scope() -> None:
     with pytest.raises(ScheduleError, match=r"block 'B': the block and the loop j are in different block scopes"):
         sch.reverse_compute_at(sch.get_block("B"), _inner_j(sch))
     assert tir.structural_equal(sch.func, inner_loop)
+
+
+# ---------------------------------------------------------------- reductions (issue 17 A.2)
+
+
+def test_reverse_compute_at_refuses_a_reduction_under_the_loop_that_walks_its_reduction() -> None:
+    """Under B's loop j, one iteration produces B[i, j] only, while C sums the whole row: C
+    would run its reduction over elements not produced yet."""
+    sch = Schedule(row_sum)
+    _, j = sch.get_loops(sch.get_block("B"))
+    message = (
+        r"the block is a reduction over dimension 1 of B, but one iteration of the loop j produces only part "
+        r"of that dimension \(\[j, j \+ 1\) of \[0, 8\)\)"
+    )
+    with pytest.raises(ScheduleError, match=message):
+        sch.reverse_compute_at(sch.get_block("C"), j)
+    assert tir.structural_equal(sch.func, row_sum)
+
+
+@pytest.mark.parametrize("position", [0, 1])
+def test_decompose_reduction_after_reverse_compute_at_is_correct_or_refused(position: int) -> None:
+    sch = Schedule(row_sum, debug=True)
+    i, _ = sch.get_loops(sch.get_block("B"))
+    sch.reverse_compute_at(sch.get_block("C"), i)
+    loops = sch.get_loops(sch.get_block("C"))
+    sch.decompose_reduction(sch.get_block("C"), loops[position])
+    check_numerics(row_sum, sch.func)
+    check_replay(sch, row_sum)
+
+
+@T.script
+def row_sum_recomputed(A: T.Buffer((16, 8), "float32"), C: T.Buffer((16,), "float32")):
+    B = T.alloc_buffer((16, 8), "float32")
+    for i, j in T.grid(16, 8):
+        with T.block("B"):
+            vi, vj = T.remap("SS", i, j)
+            B[vi, vj] = A[vi, vj] * 2.0
+        for ax0 in range(8):
+            with T.block("C"):
+                vi, vk = T.remap("SR", i, ax0)
+                with T.init():
+                    C[vi] = 0.0
+                C[vi] = C[vi] + B[vi, vk]
+
+
+def test_decompose_reduction_refuses_to_hoist_the_init_above_a_loop_that_repeats_the_reduction() -> None:
+    """The program an earlier reverse_compute_at made (C's whole reduction recomputed at each
+    j): hoisting the init above j would sum each row 8 times."""
+    for position in (0, 1):
+        sch = Schedule(row_sum_recomputed)
+        loops = sch.get_loops(sch.get_block("C"))
+        with pytest.raises(ScheduleError, match=r"loop j repeats instances of the block"):
+            sch.decompose_reduction(sch.get_block("C"), loops[position])
+    sch = Schedule(row_sum_recomputed, debug=True)
+    sch.decompose_reduction(sch.get_block("C"), sch.get_loops(sch.get_block("C"))[2])
+    check_numerics(row_sum_recomputed, sch.func)

@@ -38,13 +38,16 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from tir.arith import Analyzer, eval_interval, relax_range, union_regions
+from tir.arith.iter_map import detect_iter_map
 from tir.ir import (
     Block,
     BlockRealize,
     Buffer,
+    BufferRegion,
     For,
     ForKind,
     IntImm,
+    IterKind,
     PrimExpr,
     PrimFunc,
     Range,
@@ -108,6 +111,9 @@ def compute_at(func: PrimFunc, block_name: str, loop_var: Var, preserve_unit_loo
     - its write index is one iterator plus an offset per dimension (free of other iterators),
       each spatial iterator in exactly one dimension, no reduction iterator in it;
     - the extent of every needed region is a constant or has a constant bound;
+    - the new bindings are quasi-affine, independent and without gaps over the loops (what
+      ``tir.analysis.verify`` asks): a strided read ``R[vi * 3 + 1]`` or a clamped one
+      ``R[T.min(vi, 7)]`` would bind the block to ``i * 3 + 1`` or ``T.min(i, 7)``;
     - a parallel loop above the new position keeps independent iterations (as ``parallel``
       checks them).
 
@@ -159,6 +165,10 @@ def reverse_compute_at(func: PrimFunc, block_name: str, loop_var: Var, preserve_
       ``iterator + offset`` in some dimension or absent from the index;
     - the producers under the loop write (over all its iterations) every element the block
       reads, and the extent of every region is a constant or has a constant bound;
+    - a reduction block: along every dimension it reads through a reduction iterator, one
+      iteration of the loop writes all the producers ever write (its whole reduction runs at
+      each iteration, so it must not read elements not produced yet);
+    - the new bindings are quasi-affine, independent and without gaps over the loops;
     - a parallel loop above the new position keeps independent iterations (as ``parallel``
       checks them).
 
@@ -283,7 +293,9 @@ def _plan(index: TreeIndex, block_name: str, loop_var: Var, reverse: bool) -> _P
     outer_dom = context_dom(index, loop)
     outer_dom[loop.loop_var] = Range(loop.min, loop.extent)
     _check_extents(primitive, target, block, ranges, outer_dom)
-    return _Plan(realize, loop, nest, ranges, outer_dom)
+    plan = _Plan(realize, loop, nest, ranges, outer_dom)
+    _check_new_bindings(primitive, target, index, plan)
+    return plan
 
 
 def _check_movable_block(primitive: str, index: TreeIndex, realize: BlockRealize) -> None:
@@ -544,6 +556,7 @@ def _reverse_ranges(
     coverage = Analyzer()
     for var, dom in context_dom(index, loop).items():
         coverage.bind(var, dom)
+    _check_whole_reduction(primitive, target, loop, block, access, written, whole, coverage)
     ranges: list[IterRange] = []
     for iter_var, binding in zip(block.iter_vars, realize.iter_values):
         if iter_var.var not in offsets or iter_var.var not in spatial:
@@ -569,6 +582,45 @@ def _reverse_ranges(
         # Every instance whose read region meets what this iteration wrote.
         ranges.append((written[dim].min - offset - width + 1, written[dim].extent + width - 1))
     return ranges
+
+
+def _check_whole_reduction(
+    primitive: str,
+    target: str,
+    loop: For,
+    block: Block,
+    access: BufferRegion,
+    written: tuple[Range, ...],
+    whole: tuple[Range, ...],
+    analyzer: Analyzer,
+) -> None:
+    """A reduction moved under the loop runs its whole reduction (from ``T.init``) at every
+    iteration that writes some of its input. Along a dimension it reads through a reduction
+    iterator, one iteration must therefore write everything the producers ever write: where
+    it writes less (the loop walks that dimension), the reduction would sum elements not yet
+    produced, and splitting it across iterations is rfactor's business, not this one's."""
+    _, reduce, _ = iter_kinds(block)
+    if not reduce:
+        return
+    reduce_set = set(reduce)
+    for dim, rng in enumerate(access.region):
+        if not ((free_vars(rng.min) | free_vars(rng.extent)) & reduce_set):
+            continue
+        got, total = written[dim], whole[dim]
+        if analyzer.can_prove(got.min <= total.min) and analyzer.can_prove(
+            total.min + total.extent <= got.min + got.extent
+        ):
+            continue
+        part = f"[{analyzer.simplify(got.min)}, {analyzer.simplify(got.min + got.extent)})"
+        every = f"[{analyzer.simplify(total.min)}, {analyzer.simplify(total.min + total.extent)})"
+        raise ScheduleError(
+            primitive,
+            target,
+            f"the block is a reduction over dimension {dim} of {access.buffer.name}, but one iteration of the loop "
+            f"{loop.loop_var.name} produces only part of that dimension ({part} of {every}); the reduction would read elements not produced yet. "
+            "Move it under a loop outside that dimension",
+            access,
+        )
 
 
 def _produced_region(
@@ -633,6 +685,14 @@ def _rewrite(index: TreeIndex, plan: _Plan, preserve_unit_loops: bool, primitive
 
 def _make_nest(plan: _Plan, preserve_unit_loops: bool) -> Stmt:
     """The block under new loops ``ax0, ax1, ...`` that sweep ``plan.ranges``."""
+    loops, new = _nest_parts(plan, preserve_unit_loops)
+    for axis, loop_extent in reversed(loops):
+        new = For(axis, const(0, axis.dtype), loop_extent, ForKind.SERIAL, new)
+    return new
+
+
+def _nest_parts(plan: _Plan, preserve_unit_loops: bool) -> tuple[list[tuple[Var, PrimExpr]], BlockRealize]:
+    """The new loops (variable, extent), outermost first, and the block rebound to them."""
     realize = plan.realize
     analyzer = Analyzer()
     for var, dom in plan.outer_dom.items():
@@ -670,10 +730,32 @@ def _make_nest(plan: _Plan, preserve_unit_loops: bool) -> Stmt:
             conditions.append(value < end)
     simplified = [analyzer.simplify(condition) for condition in conditions]
     predicate = conjunction([c for c in simplified if not (isinstance(c, IntImm) and c.value != 0)])
-    new: Stmt = realize.replace(iter_values=tuple(values), predicate=predicate)
-    for axis, loop_extent in reversed(loops):
-        new = For(axis, const(0, axis.dtype), loop_extent, ForKind.SERIAL, new)
-    return new
+    return loops, realize.replace(iter_values=tuple(values), predicate=predicate)
+
+
+def _check_new_bindings(primitive: str, target: str, index: TreeIndex, plan: _Plan) -> None:
+    """Refuse a move whose new bindings are not quasi-affine, independent and without gaps
+    over the loops of the scope (what ``tir.analysis.verify`` asks of every block): a consumer
+    reading ``R[vi * 3 + 1]`` would bind the moved block to ``i * 3 + 1``, one reading
+    ``R[T.min(vi, 7)]`` to ``T.min(i, 7)``."""
+    loops, new = _nest_parts(plan, preserve_unit_loops=False)
+    sweep = {lp.loop_var: Range(lp.min, lp.extent) for lp in [*index.loops_above(plan.loop), plan.loop]}
+    for axis, extent in loops:
+        sweep[axis] = Range(const(0, axis.dtype), extent)
+    known = {var: dom for var, dom in plan.outer_dom.items() if var not in sweep}
+    judged = [value for iv, value in zip(new.block.iter_vars, new.iter_values) if iv.kind is not IterKind.OPAQUE]
+    if not judged:
+        return
+    result = detect_iter_map(judged, sweep, new.predicate, "surjective", known)
+    if not result.ok:
+        bindings = ", ".join(f"{iv.var.name} = {value}" for iv, value in zip(new.block.iter_vars, new.iter_values))
+        raise ScheduleError(
+            primitive,
+            target,
+            f"at the loop {plan.loop.loop_var.name} the block would be bound as {bindings}, which is not "
+            "quasi-affine and independent without gaps (" + "; ".join(result.errors) + ")",
+            plan.loop,
+        )
 
 
 # ---------------------------------------------------------------- Schedule methods

@@ -160,10 +160,14 @@ def reverse_compute_inline(func: PrimFunc, block_name: str) -> PrimFunc:
       of its iterators plus an offset (or free of its iterators), each iterator in exactly
       one dimension, so the index can be inverted;
     - no block between the producer and the consumer accesses what the consumer writes;
-    - the consumer and its loops can be taken out of a statement sequence.
+    - the consumer and its loops can be taken out of a statement sequence;
+    - every instance the consumer runs is produced: the bindings of both blocks are boxes of
+      iterator values (quasi-affine, independent, without gaps), and, in each iteration of
+      the loops around both, the consumer's instances read elements the producer writes
+      (a padding consumer wider than its producer would lose its border).
 
-    Where an instance of the producer maps to no instance of the consumer (outside its
-    domain), the producer gets a ``T.where``.
+    Where an instance of the producer maps to no instance the consumer runs (outside its
+    loops' range), the producer gets a ``T.where``.
 
     Before (``reverse_compute_inline(C)``)::
 

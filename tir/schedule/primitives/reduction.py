@@ -13,6 +13,7 @@ import math
 
 from tir.analysis import infer_block_access
 from tir.arith import Analyzer, simplify
+from tir.arith.iter_map import determined_vars
 from tir.ir import (
     Block,
     BlockRealize,
@@ -69,6 +70,26 @@ def _with_access(block: Block) -> Block:
     return block.replace(reads=tuple(reads), writes=tuple(writes))
 
 
+def _check_runs_once(shape: ReductionShape, realize: BlockRealize, inner: list[For], index: TreeIndex) -> None:
+    """From the decomposition loop inward, every loop point must run a different instance.
+
+    A loop that the bindings do not use, or use with overlap (``i + ax0``, as ``compute_at``
+    leaves a recomputed halo), repeats instances: with ``T.init`` inside the block each
+    repetition starts the reduction again, but with the init hoisted before the loop each
+    one would accumulate once more."""
+    dom = {loop.loop_var: Range(loop.min, loop.extent) for loop in inner}
+    known = {var: rng for var, rng in loop_dom_map(index, inner[0]).items() if var not in dom}
+    determined = determined_vars(list(realize.iter_values), dom, realize.predicate, known)
+    for loop in inner:
+        if loop.loop_var not in determined and not (isinstance(loop.extent, IntImm) and loop.extent.value == 1):
+            raise shape.fail(
+                f"loop {loop.loop_var.name} repeats instances of the block (the bindings do not tell its "
+                "iterations apart), so with the init before the loop the reduction would accumulate once per "
+                f"iteration; decompose at a loop inside loop {loop.loop_var.name}",
+                loop,
+            )
+
+
 def _init_predicate(
     predicate: PrimExpr, at_min: list[For], vmap: dict[Var, PrimExpr], dom: dict[Var, Range]
 ) -> PrimExpr:
@@ -103,7 +124,9 @@ def decompose_reduction(func: PrimFunc, block_name: str, loop_var: Var) -> tuple
     no buffer of the block's own; each output element is indexed by the spatial iterators, one
     element per spatial point, and the body accesses it at exactly those indices; nothing else
     under ``loop`` accesses the output buffers; each reduce iterator is at its minimum when its
-    loops start (so the init ran first). The init block's predicate is the block's predicate at
+    loops start (so the init ran first); from ``loop`` inward no loop repeats instances (a loop
+    the bindings do not use, or overlapping ones as a recomputed halo): each repetition would
+    accumulate again once the init is hoisted. The init block's predicate is the block's predicate at
     the first iteration of the reduce loops.
 
     Before (``decompose_reduction(C, k)``)::
@@ -188,6 +211,7 @@ def decompose_reduction(func: PrimFunc, block_name: str, loop_var: Var) -> tuple
             top,
         )
     shape.check_first_instance_inits(left_out)
+    _check_runs_once(shape, realize, inner, index)
 
     # Build the init block and its loops.
     copies: dict[Var, PrimExpr] = {
