@@ -9,7 +9,8 @@
 Each line is one JSON object with ``"version": 1``. Appends are one ``os.write`` of a whole line on a
 file opened with ``O_APPEND`` under an exclusive ``flock``, so two processes appending at once
 never interleave, and a process killed mid-write leaves at most one cut line at the end, which
-loading skips with a warning. A Database re-reads what other processes appended when queried.
+loading skips with a warning (reads take the shared lock, so a line being written is never
+mistaken for a cut one). A Database re-reads what other processes appended when queried.
 Records are keyed by workload hash and the full target string: a schedule tuned for one target
 is never applied to another.
 """
@@ -80,15 +81,30 @@ class _JsonLines:
             os.close(fd)
 
     def new_items(self) -> Iterator[dict[str, Any]]:
-        """Whole lines appended since the last call (a cut last line is left for later)."""
-        if not self.path.exists():
+        """Lines appended since the last call. Read under a shared lock: writers hold the
+        exclusive one for their whole write, so a last line without its newline was cut by a
+        killed writer; it is skipped with a warning (the next append ends it, see
+        ``_heal_cut_line``, and the empty line that leaves is skipped too)."""
+        try:
+            fd = os.open(self.path, os.O_RDONLY)
+        except FileNotFoundError:
             return
-        with open(self.path, "rb") as handle:
-            handle.seek(self._offset)
-            data = handle.read()
-        end = data.rfind(b"\n") + 1
-        self._offset += end
-        for number, raw in enumerate(data[:end].splitlines()):
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH)
+            try:
+                size = os.fstat(fd).st_size
+                data = os.pread(fd, size - self._offset, self._offset) if size > self._offset else b""
+            finally:
+                fcntl.flock(fd, fcntl.LOCK_UN)
+        finally:
+            os.close(fd)
+        self._offset += len(data)
+        lines = data.split(b"\n")
+        if lines[-1]:
+            warnings.warn(
+                f"{self.path}: skipping a line cut short by a killed writer ({lines[-1][:60]!r}...)", stacklevel=3
+            )
+        for raw in lines[:-1]:
             if not raw.strip():
                 continue
             try:
@@ -97,7 +113,7 @@ class _JsonLines:
                 warnings.warn(f"{self.path}: skipping a damaged line ({raw[:60]!r}...)", stacklevel=3)
                 continue
             if not isinstance(item, dict) or item.get("version") != VERSION:
-                warnings.warn(f"{self.path}: skipping a line of another version (line {number + 1})", stacklevel=3)
+                warnings.warn(f"{self.path}: skipping a line of another version ({raw[:60]!r}...)", stacklevel=3)
                 continue
             yield item
 

@@ -50,17 +50,45 @@ def test_records_round_trip_and_top_k_is_fastest_valid_first(tmp_path) -> None: 
 
 def test_a_line_cut_by_a_killed_process_is_skipped_not_fatal(tmp_path) -> None:  # noqa: ANN001
     db = Database(tmp_path)
+    db.commit_workload(PROGRAM)
     db.commit_record(_record(1e-3))
     with open(tmp_path / "records.jsonl", "a") as handle:
         handle.write('{"version": 1, "workload_hash": "ab')  # killed mid-write
+    with open(tmp_path / "workloads.jsonl", "a") as handle:
+        handle.write('{"version": 1, "hash": "cd')
+    with pytest.warns(UserWarning, match="cut short by a killed writer"):
+        reopened = Database(tmp_path)
+    assert len(reopened) == 1 and len(reopened.workloads()) == 1
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # the cut line is reported once, not again after the next append
+        reopened.commit_record(_record(2e-3))  # the next append starts on a line of its own
+        assert [r.seconds for r in reopened.records()] == [1e-3, 2e-3]
     with warnings.catch_warnings(record=True):
         warnings.simplefilter("always")
-        reopened = Database(tmp_path)
-        assert len(reopened) == 1
-        reopened.commit_record(_record(2e-3))  # the next append starts on a line of its own
         assert len(Database(tmp_path)) == 2
     lines = (tmp_path / "records.jsonl").read_text().splitlines()
     assert len(lines) == 3 and json.loads(lines[-1])["seconds"] == 2e-3
+
+
+def test_damaged_and_other_version_lines_are_skipped_with_a_warning(tmp_path) -> None:  # noqa: ANN001
+    Database(tmp_path).commit_record(_record(1e-3))
+    with open(tmp_path / "records.jsonl", "a") as handle:
+        handle.write("not json\n")
+        handle.write(json.dumps({"version": 99, "future": True}) + "\n")
+    with pytest.warns(UserWarning) as caught:
+        db = Database(tmp_path)
+    assert len(db) == 1
+    assert any("damaged" in str(w.message) for w in caught) and any("another version" in str(w.message) for w in caught)
+
+
+def test_an_open_database_sees_what_another_one_appended(tmp_path) -> None:  # noqa: ANN001
+    first, second = Database(tmp_path), Database(tmp_path)
+    key = first.commit_workload(PROGRAM)
+    first.commit_record(_record(3e-3))
+    assert second.has(key, "llvm") and len(second) == 1
+    second.commit_record(_record(1e-3))
+    assert [r.seconds for r in first.get_top_k(PROGRAM, "llvm", 5)] == [1e-3, 3e-3]
+    assert tir.structural_equal(second.workload(key), PROGRAM)
 
 
 def test_a_file_where_the_directory_should_be_is_a_clear_error(tmp_path) -> None:  # noqa: ANN001
