@@ -224,8 +224,23 @@ def test_integer_division_semantics() -> None:
     assert results["floordiv"] == [3, -4, -4, 3]
     assert results["floormod"] == [1, 1, -1, -1]
     assert results["div"] == [3, -3, -3, 3]  # C: toward zero
-    with pytest.raises(ZeroDivisionError):
-        tir.interpret(elementwise("d", 1, "int32", FloorDiv), a[:1].copy(), np.zeros(1, np.int32), np.zeros(1, np.int32))
+
+
+
+def test_integer_division_by_zero_and_overflow_follow_numpy() -> None:
+    """x // 0, x % 0 and truncdiv(x, 0) give 0; MIN // -1 wraps to MIN, MIN % -1 is 0 (as LLVM)."""
+    minimum = -(2**31)
+    a = np.array([7, -7, 0, minimum, minimum], np.int32)
+    b = np.array([0, 0, 0, -1, 0], np.int32)
+    expected = {
+        "floordiv": [0, 0, 0, minimum, 0],
+        "floormod": [0, 0, 0, 0, 0],
+        "div": [0, 0, 0, minimum, 0],
+    }
+    for name, op in (("floordiv", FloorDiv), ("floormod", FloorMod), ("div", Div)):
+        out = np.full(5, 3, np.int32)
+        tir.interpret(elementwise(name, 5, "int32", op), a, b, out)
+        assert out.tolist() == expected[name], name
 
 
 def test_float16_rounds_every_operation() -> None:

@@ -548,9 +548,50 @@ class FunctionCodegen:
         return self._binary(expr, "mul", "fmul")
 
     def expr_Div(self, expr: Div) -> ir.Value:
-        if expr.dtype.is_uint or expr.dtype.is_bool:
-            return self._binary(expr, "udiv", "fdiv")
-        return self._binary(expr, "sdiv", "fdiv")
+        if expr.dtype.is_float:
+            return self._binary(expr, "sdiv", "fdiv")
+        b = self.builder
+        a, d = self.expr(expr.a), self.expr(expr.b)
+        safe, special = self._guarded_divisor(expr, a, d)
+        quotient = b.sdiv(a, safe) if expr.dtype.is_int else b.udiv(a, safe)
+        return self._special_quotient(a, d, special, quotient)
+
+    def _int_bound(self, expr: PrimExpr) -> tuple[float, float]:
+        try:
+            bound = const_int_bound(expr, self.dom)
+        except Exception:  # the bound analysis is an optimization only
+            return -math.inf, math.inf
+        return bound.min_value, bound.max_value
+
+    def _guarded_divisor(self, expr: PrimExpr, a: ir.Value, d: ir.Value) -> tuple[ir.Value, ir.Value | None]:
+        """A divisor for ``sdiv``/``udiv``/``srem``/``urem`` that cannot trap, and the lanes where
+        the real one is 0 or (signed, with a dividend that may be MIN) -1, or None when the
+        bounds exclude both.
+
+        x86 traps (SIGFPE) on a zero divisor and on ``MIN / -1``, and LLVM treats both as
+        undefined. The defined results (numpy's, docs/dialect.md "Integer division") are:
+        ``x // 0 == 0``, ``x % 0 == 0``, ``MIN // -1 == MIN`` (wrapped), ``MIN % -1 == 0``. On
+        the special lanes the divisor becomes 1, so the remainder is already 0 and the
+        quotient ``a`` is replaced by ``a * d`` (0, or ``-a`` wrapped) by ``_special_quotient``.
+        Divisors known positive (the common ``i // 4``) pay nothing.
+        """
+        b = self.builder
+        low, high = self._int_bound(expr.b)  # type: ignore[attr-defined]
+        conditions = []
+        if low <= 0 <= high:
+            conditions.append(b.icmp_unsigned("==", d, const(d.type, 0)))
+        if expr.dtype.is_int and low <= -1 <= high and self._int_bound(expr.a)[0] <= expr.dtype.min_value():  # type: ignore[attr-defined]
+            conditions.append(b.icmp_signed("==", d, const(d.type, -1)))
+        if not conditions:
+            return d, None
+        special = conditions[0] if len(conditions) == 1 else b.or_(conditions[0], conditions[1])
+        return b.select(special, const(d.type, 1), d), special
+
+    def _special_quotient(self, a: ir.Value, d: ir.Value, special: ir.Value | None, quotient: ir.Value) -> ir.Value:
+        """The quotient with the lanes of ``_guarded_divisor``'s ``special`` set to ``a * d``."""
+        if special is None:
+            return quotient
+        return self.builder.select(special, self.builder.mul(a, d), quotient)
 
     def _positive_constant(self, expr: PrimExpr) -> bool:
         if isinstance(expr, Broadcast):
@@ -573,13 +614,15 @@ class FunctionCodegen:
         a, d = self.expr(expr.a), self.expr(expr.b)
         if expr.dtype.is_float:
             return self._float_result(expr.dtype, self._floor(b.fdiv(a, d)))
-        if expr.dtype.is_uint or expr.dtype.is_bool:
-            return b.udiv(a, d)
         if self._positive_constant(expr.b) and self.nonnegative(expr.a):
             return b.udiv(a, d)  # non-negative by positive: floor = truncation, and udiv is cheaper
-        quotient = b.sdiv(a, d)
-        remainder = b.srem(a, d)
-        return b.sub(quotient, b.zext(self._floor_adjust(remainder, d), a.type))
+        safe, special = self._guarded_divisor(expr, a, d)
+        if expr.dtype.is_uint or expr.dtype.is_bool:
+            return self._special_quotient(a, d, special, b.udiv(a, safe))
+        quotient = b.sdiv(a, safe)
+        remainder = b.srem(a, safe)
+        floor = b.sub(quotient, b.zext(self._floor_adjust(remainder, safe), a.type))
+        return self._special_quotient(a, d, special, floor)
 
     def expr_FloorMod(self, expr: FloorMod) -> ir.Value:
         b = self.builder
@@ -587,12 +630,14 @@ class FunctionCodegen:
         if expr.dtype.is_float:
             floor = self._floor(b.fdiv(a, d))
             return self._float_result(expr.dtype, b.fsub(a, b.fmul(floor, d)))
-        if expr.dtype.is_uint or expr.dtype.is_bool:
-            return b.urem(a, d)
         if self._positive_constant(expr.b) and self.nonnegative(expr.a):
             return b.urem(a, d)
-        remainder = b.srem(a, d)
-        return b.add(remainder, b.select(self._floor_adjust(remainder, d), d, const(a.type, 0)))
+        # On _guarded_divisor's special lanes the divisor is 1: the remainder is 0, as defined.
+        safe, _ = self._guarded_divisor(expr, a, d)
+        if expr.dtype.is_uint or expr.dtype.is_bool:
+            return b.urem(a, safe)
+        remainder = b.srem(a, safe)
+        return b.add(remainder, b.select(self._floor_adjust(remainder, safe), safe, const(a.type, 0)))
 
     def _min_max(self, expr: PrimExpr, op: str) -> ir.Value:
         b = self.builder

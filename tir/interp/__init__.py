@@ -10,8 +10,9 @@ Semantics, in short (the details are in the docstrings of ``tir.interp.runtime``
 - Every arithmetic result has its dtype: float16/float32/float64 round each operation (numpy
   scalars of that type), bfloat16 rounds the float32 result to nearest even, integers wrap
   around at their bit width (two's complement). ``Div`` on integers truncates toward zero,
-  ``FloorDiv`` / ``FloorMod`` round toward negative infinity; an integer division by zero raises
-  ``ZeroDivisionError``.
+  ``FloorDiv`` / ``FloorMod`` round toward negative infinity; an integer division or modulo by
+  zero gives 0 and ``MIN // -1`` wraps to ``MIN`` (numpy's convention, as the LLVM backend;
+  docs/dialect.md "Integer division"). Float division follows IEEE (``1.0 / 0.0`` is inf).
 - ``Cast`` float -> int truncates toward zero and saturates at the integer range; NaN becomes 0
   (as ``llvm.fptosi.sat``, docs/lowering.md). int -> narrower int wraps; anything -> bool is ``!= 0``.
 - Math calls are computed in float64 and rounded once to the call's dtype; ``T.round`` is

@@ -144,22 +144,29 @@ def make_wrap(bits: int, signed: bool) -> Any:
 
 
 def trunc_div(a: Any, b: Any) -> Any:
-    """Integer division rounding toward zero (C's ``/``), for Python ints or int arrays."""
+    """Integer division rounding toward zero (C's ``/``), for Python ints or int arrays.
+
+    A zero divisor gives 0 (numpy's integer convention, docs/dialect.md "Integer division");
+    ``MIN / -1`` is wrapped to ``MIN`` by the caller (arrays wrap by themselves)."""
     if isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
-        check_nonzero(b)
-        quotient = a // b
+        quotient = a // b  # numpy: 0 where b == 0, MIN where MIN // -1 (errors are ignored)
         return quotient + ((quotient < 0) & (quotient * b != a)).astype(quotient.dtype)
+    if b == 0:
+        return 0
     quotient = a // b
     if quotient < 0 and quotient * b != a:
         quotient += 1
     return quotient
 
 
-def check_nonzero(divisor: Any) -> Any:
-    """Integer vectors: numpy silently gives 0 for x // 0, so refuse it like Python does."""
-    if np.any(np.asarray(divisor) == 0):
-        raise ZeroDivisionError("integer division or modulo by zero (in a vector operation)")
-    return divisor
+def floor_div(a: int, b: int) -> int:
+    """Python ints ``a // b``, with 0 for a zero divisor (numpy's integer convention)."""
+    return a // b if b else 0
+
+
+def floor_mod(a: int, b: int) -> int:
+    """Python ints ``a % b``, with 0 for a zero divisor (numpy's integer convention)."""
+    return a % b if b else 0
 
 
 def float_floordiv(a: Any, b: Any) -> Any:
@@ -598,7 +605,8 @@ HELPERS: dict[str, Any] = {
     "_to_bfloat16": to_bfloat16,
     "_f64": f64,
     "_tdiv": trunc_div,
-    "_nonzero": check_nonzero,
+    "_floordiv0": floor_div,
+    "_floormod0": floor_mod,
     "_ffloordiv": float_floordiv,
     "_ffloormod": float_floormod,
     "_float_to_int": float_to_int,

@@ -631,16 +631,27 @@ class Translator:
         if b_lo > 0 or b_hi < 0:
             corners = [rounding(x, y) for x in (a_lo, a_hi) for y in (b_lo, b_hi)]
             return self.fitted(expr.dtype, int_text, min(corners), max(corners))
-        # The divisor may be zero (which raises) or +-1: |a / b| <= |a| for any other b.
+        # The divisor may be zero (which gives 0) or +-1: |a / b| <= |a| for any other b.
         largest = max(abs(a_lo), abs(a_hi))
         return self.fitted(expr.dtype, int_text, -largest, largest)
 
+    @staticmethod
+    def _may_be_zero(b: Code) -> bool:
+        ranges = _ranges(b)
+        return ranges is None or ranges[0][0] <= 0 <= ranges[0][1]
+
+    # Integer division by zero gives 0 and ``MIN // -1`` wraps to ``MIN`` (numpy's convention,
+    # docs/dialect.md "Integer division"; the LLVM backend emits the same). numpy arrays (vector
+    # lanes) behave so by themselves; Python ints go through a helper when the divisor may be 0.
     def _expr_FloorDiv(self, expr: FloorDiv) -> Code:
         a, b = self.expr(expr.a), self.expr(expr.b)
         if not _is_int(expr.dtype):
             return self.float_result(expr.dtype, f"_ffloordiv({a.text}, {b.text})")
-        divisor = f"_nonzero({b.text})" if expr.dtype.is_vector else b.text
-        return self._division(expr, f"({a.text} // {divisor})", a, b, lambda x, y: x // y)
+        if expr.dtype.is_vector or not self._may_be_zero(b):
+            text = f"({a.text} // {b.text})"
+        else:
+            text = f"_floordiv0({a.text}, {b.text})"
+        return self._division(expr, text, a, b, lambda x, y: x // y)
 
     def _expr_Div(self, expr: Div) -> Code:
         a, b = self.expr(expr.a), self.expr(expr.b)
@@ -653,8 +664,10 @@ class Translator:
         a, b = self.expr(expr.a), self.expr(expr.b)
         if not _is_int(expr.dtype):
             return self.float_result(expr.dtype, f"_ffloormod({a.text}, {b.text})")
-        divisor = f"_nonzero({b.text})" if expr.dtype.is_vector else b.text
-        text = f"({a.text} % {divisor})"  # Python's % has the sign of the divisor: floor modulo
+        if expr.dtype.is_vector or not self._may_be_zero(b):
+            text = f"({a.text} % {b.text})"  # Python's % has the sign of the divisor: floor modulo
+        else:
+            text = f"_floormod0({a.text}, {b.text})"
         ranges = _ranges(b)
         if ranges is None:
             return self.full(expr.dtype, text)
