@@ -462,3 +462,37 @@ def test_reverse_compute_inline_under_a_shared_loop() -> None:
     sch.reverse_compute_inline(sch.get_block("C"))
     check_numerics(chain, sch.func)
     check_replay(sch, chain)
+
+
+def test_reverse_compute_inline_refuses_a_producer_that_runs_in_some_iterations_only() -> None:
+    """After compute_at, B runs where 0 <= i - 1 < 6 only, inside P's loop of 8: P's border
+    iterations would lose their store."""
+    sch = Schedule(pad_1d)
+    (i,) = sch.get_loops(sch.get_block("P"))
+    sch.compute_at(sch.get_block("B"), i)
+    before = sch.func
+    with pytest.raises(ScheduleError, match=r"the instances of the producer 'B' \(its bindings and T.where\)"):
+        sch.reverse_compute_inline(sch.get_block("P"))
+    assert sch.func is before
+
+
+@T.script
+def concat(A: T.Buffer((5, 6), "float32"), B: T.Buffer((7, 6), "float32"), C: T.Buffer((12, 6), "float32")):
+    for i, j in T.grid(12, 6):
+        with T.block("C"):
+            vi, vj = T.remap("SS", i, j)
+            C[vi, vj] = T.if_then_else(vi < 5, A[T.min(vi, 4), vj], B[T.max(vi - 5, 0), vj])
+
+
+def test_reverse_compute_inline_refuses_a_producer_iterator_left_indexing_nothing() -> None:
+    """blockize + cache_read: the inner block reads the cache row A_local[T.min(vi_o, 4), vj]
+    at an index free of its own iterators, so the cache's v0 would index nothing written."""
+    sch = Schedule(concat, debug=True)
+    _, j = sch.get_loops(sch.get_block("C"))
+    sch.blockize(j)
+    sch.cache_read(sch.get_block("C"), 0, "local")
+    before = sch.func
+    with pytest.raises(ScheduleError, match=r"the iterator v0 of the producer 'A_local' would index nothing"):
+        sch.reverse_compute_inline(sch.get_block("C"))
+    assert sch.func is before
+    check_numerics(concat, sch.func)

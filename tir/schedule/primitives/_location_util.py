@@ -275,7 +275,18 @@ def instance_ranges(index: TreeIndex, realize: BlockRealize, fixed: Sequence[For
     for loop in index.loops_above(realize):
         if free_vars(loop.min) & set(sweep) or free_vars(loop.extent) & set(sweep):
             return None
-    result = detect_iter_map(list(realize.iter_values), sweep, realize.predicate, "surjective", known)
+    # A conjunct on the fixed loops alone says in which of their iterations the block runs at
+    # all, which a box per iteration cannot say: it must hold always.
+    analyzer = Analyzer()
+    for var, dom in known.items():
+        analyzer.bind(var, dom)
+    swept: list[PrimExpr] = []
+    for condition in conjuncts(realize.predicate):
+        if free_vars(condition) & set(sweep):
+            swept.append(condition)
+        elif not analyzer.can_prove(condition):
+            return None
+    result = detect_iter_map(list(realize.iter_values), sweep, conjunction(swept), "surjective", known)
     if not result.ok or not result.predicate_applied:
         return None
     return list(result.ranges)

@@ -21,6 +21,7 @@ from tir.ir import (
     Buffer,
     BufferLoad,
     BufferStore,
+    IntImm,
     IRMutator,
     PrimExpr,
     PrimFunc,
@@ -44,6 +45,7 @@ from tir.schedule.primitives._location_util import (
     conjuncts,
     context_dom,
     detachable_nest,
+    free_vars,
     image_ranges,
     instance_ranges,
     is_true,
@@ -327,6 +329,23 @@ def reverse_compute_inline(func: PrimFunc, block_name: str) -> PrimFunc:
 
     new_value = simplify(substitute(ReplaceLoad().visit(store.value), inverse))
     new_indices = tuple(simplify(substitute(i, inverse)) for i in store.indices)
+    if is_true(predicate):
+        # Without a predicate to pin it, a producer iterator the new store does not index would
+        # make its instances write the same element (a cache block whose row the consumer picks
+        # with an index free of its own iterators, after blockize).
+        indexed = set().union(*(free_vars(i) for i in new_indices)) if new_indices else set()
+        for iv, value in zip(producer.block.iter_vars, producer.iter_values):
+            extent = iv.dom.extent
+            if isinstance(extent, IntImm) and extent.value == 1 or not free_vars(value) or iv.var in indexed:
+                continue
+            raise ScheduleError(
+                primitive,
+                target,
+                f"the iterator {iv.var.name} of the {producer_target} would index nothing the merged block "
+                f"writes ({output.name}[{', '.join(str(i) for i in new_indices)}]): the block reads {buffer.name} at an index that "
+                f"does not depend on its iterators where {iv.var.name} varies",
+                producer,
+            )
     new_block = producer.block.replace(body=BufferStore(output, new_value, new_indices))
     reads, writes = infer_block_access(new_block)
     new_block = new_block.replace(reads=reads, writes=writes)
@@ -416,8 +435,9 @@ def _check_covered(
         raise ScheduleError(
             primitive,
             target,
-            "the block's bindings are not a box of iterator values (quasi-affine, independent, without gaps), "
-            "so which instances it runs cannot be compared with what its producer writes",
+            "the block's instances (its bindings and T.where) are not a box of iterator values (quasi-affine, "
+            "independent, without gaps) in each iteration of the loops around it and its producer, so they "
+            "cannot be compared with what the producer writes",
             consumer,
         )
     producer_ranges = instance_ranges(index, producer, shared)
@@ -426,7 +446,8 @@ def _check_covered(
         raise ScheduleError(
             primitive,
             target,
-            f"the bindings of the {producer_target} are not a box of iterator values, so what it writes of "
+            f"the instances of the {producer_target} (its bindings and T.where) are not a box of iterator "
+            "values in each iteration of the loops around both blocks, so what it writes of "
             f"{buffer.name} cannot be compared with what the block reads",
             producer,
         )
