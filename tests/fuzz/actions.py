@@ -44,14 +44,27 @@ ANNOTATION_KEYS = ["pragma_auto_unroll_max_step", "pragma_unroll_explicit", "met
 # ---------------------------------------------------------------- handles from the program
 
 
+class Drawer(random.Random):
+    """The random source of one sequence. ``focus`` is the block the last applied step acted
+    on: drawn again about a third of the time, so that sequences work on one block for a while
+    (as a tuner's do: tile it, move its producer under it, decompose it...)."""
+
+    focus: str | None = None
+
+
 def _names(sch: Schedule, rng: random.Random) -> list[str]:
     names = sorted(sch.index.blocks)
     others = [name for name in names if name != "root"]
     return names if not others or rng.random() < 0.05 else others
 
 
+def _focus(sch: Schedule, rng: random.Random) -> str | None:
+    focus = getattr(rng, "focus", None)
+    return focus if focus in sch.index.blocks and rng.random() < 0.35 else None
+
+
 def draw_block(sch: Schedule, rng: random.Random) -> BlockRV:
-    return sch.get_block(rng.choice(_names(sch, rng)))
+    return sch.get_block(_focus(sch, rng) or rng.choice(_names(sch, rng)))
 
 
 def block_node(sch: Schedule, block: BlockRV) -> Block:
@@ -66,6 +79,9 @@ def is_reduction(sch: Schedule, block: BlockRV) -> bool:
 
 def draw_reduction_block(sch: Schedule, rng: random.Random) -> BlockRV:
     """Mostly a block with a reduction iterator (when the program has one)."""
+    focus = _focus(sch, rng)
+    if focus is not None and is_reduction(sch, sch.get_block(focus)):
+        return sch.get_block(focus)
     names = [n for n in sorted(sch.index.blocks) if n != "root"]
     rng.shuffle(names)
     if rng.random() < 0.85:
@@ -74,6 +90,18 @@ def draw_reduction_block(sch: Schedule, rng: random.Random) -> BlockRV:
             if is_reduction(sch, block):
                 return block
     return draw_block(sch, rng)
+
+
+def focus_of(sch: Schedule, call: Call) -> str | None:
+    """The block an applied call acted on (its first block argument), if it still exists."""
+    for arg in call.args:
+        if isinstance(arg, BlockRV):
+            try:
+                name = block_node(sch, arg).name
+            except Exception:  # the handle died with the step (inlined, merged...)
+                return None
+            return name
+    return None
 
 
 def draw_loops(sch: Schedule, rng: random.Random) -> tuple[BlockRV, list[LoopRV]]:

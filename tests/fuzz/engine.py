@@ -52,7 +52,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))  # `tests.` imports work under plain `pytest` and in spawned workers
 
 import tir  # noqa: E402
-from tests.fuzz.actions import ACTIONS, Call, draw_action  # noqa: E402
+from tests.fuzz.actions import ACTIONS, Call, Drawer, draw_action, focus_of  # noqa: E402
 from tests.fuzz.guarded import GuardedArrays  # noqa: E402
 from tests.fuzz.kernels import KERNELS  # noqa: E402
 from tests.schedule.schedule_testing import random_args  # noqa: E402
@@ -222,7 +222,7 @@ def _trace_with(sch: Schedule, call: Call | None) -> str:
 def run_sequence(seq_id: int, seed: int, checker: Checker, report: Report) -> None:
     """Apply one random sequence (drawn from ``(seed, seq_id)``), checking every step."""
     kernel, sch_seed, length = sequence_plan(seed, seq_id)
-    rng = random.Random(f"fuzz-actions:{seed}:{seq_id}")
+    rng = Drawer(f"fuzz-actions:{seed}:{seq_id}")
     original = KERNELS[kernel]
     sch = Schedule(original, seed=sch_seed)
     report.sequences += 1
@@ -255,6 +255,7 @@ def run_sequence(seq_id: int, seed: int, checker: Checker, report: Report) -> No
             )  # fmt: skip
             return
         report.applied[action] += 1
+        rng.focus = focus_of(sch, call) or rng.focus
         if sch.func is func:
             continue
         trace_json = sch.trace.to_json()
