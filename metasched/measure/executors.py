@@ -61,6 +61,14 @@ from metasched.measure.executors import serve
 serve(connection)
 """
 
+#: Seconds a worker may take to start (import the compiler, warm up).
+_START_TIMEOUT = 120.0
+_DOING = {
+    "start": "while starting",
+    "reference": "while computing the reference outputs",
+    "build": "while building",
+}
+
 #: Reference outputs a worker keeps (each as large as the program's outputs).
 _WORKER_REFERENCES = 4
 #: Reference outputs (or their failures) a pool keeps between batches.
@@ -71,8 +79,10 @@ def serve(connection: Connection) -> None:
     """A worker's loop, until its connection closes. Messages: ("build", key, job),
     ("run", key, job), ("reference", ref_key, program, target), ("set_reference", ref_key,
     reference), ("drop", key). Every message but the last two gets one reply."""
-    import tir  # noqa: F401 - import once, before the first job is timed
     from metasched.measure.runner import compute_reference, run_job
+
+    _warm_up()
+    connection.send({"ready": True})  # time limits start now, not during the start-up
 
     references: OrderedDict[str, Any] = OrderedDict()
 
@@ -122,18 +132,43 @@ def serve(connection: Connection) -> None:
         connection.send(reply)
 
 
+_TINY = """
+import tir.script as T
+@T.script
+def warm_up(A: T.Buffer((4,), "float32")):
+    for i in range(4):
+        with T.block("A"):
+            vi = T.spatial_axis(4, i)
+            A[vi] = A[vi] + 1.0
+"""
+
+
+def _warm_up() -> None:
+    """Import the compiler and build a tiny program once, so that neither the imports nor
+    LLVM's one-time set-up (about 0.25 s) are charged to the first candidate's build."""
+    import tir
+
+    try:
+        tir.build(tir.parse(_TINY), "llvm")
+    except Exception:  # noqa: BLE001 - only a warm-up: the first real build reports any problem
+        pass
+
+
 class _Worker:
     """One worker process and the connection to it."""
 
     def __init__(self) -> None:
         parent_end, child_end = socket.socketpair()
         self.process = subprocess.Popen(
-            [sys.executable, "-c", _BOOTSTRAP, str(child_end.fileno())], pass_fds=(child_end.fileno(),)
+            [sys.executable, "-c", _BOOTSTRAP, str(child_end.fileno())],
+            pass_fds=(child_end.fileno(),),
+            stdin=subprocess.DEVNULL,
         )
         child_end.close()
         self.connection = Connection(parent_end.detach())
         self.connection.send(list(sys.path))
         self.built: set[int] = set()  # keys of modules built here and not yet run
+        self.ready = False  # started up (imports and warm-up done)
 
     @property
     def alive(self) -> bool:
@@ -208,6 +243,7 @@ class LocalPool:
         self.reference_timeout = reference_timeout
         self.workers: list[_Worker] = []
         self.references: OrderedDict[str, Any] = OrderedDict()  # key -> Reference, or an error reply
+        self.start_failures = 0  # in a row: a worker that cannot start is the environment's fault
         self.lock = threading.Lock()  # one batch at a time, whatever the threads
 
     def _worker(self, index: int) -> _Worker:
@@ -286,8 +322,11 @@ class LocalPool:
             for w in range(self.size):
                 if w in waiting or not tasks:
                     continue
-                task = tasks.popleft()
                 worker = self._worker(w)
+                if not worker.ready:  # wait for its start-up before its first task's clock starts
+                    waiting[w] = (("start", None), time.monotonic(), _START_TIMEOUT)
+                    continue
+                task = tasks.popleft()
                 if task[0] == "reference":
                     job = missing[task[1]]
                     sent = worker.send(("reference", task[1], job.reference, job.target))
@@ -307,7 +346,7 @@ class LocalPool:
             now = time.monotonic()
             for w, (task, start, limit) in list(waiting.items()):
                 worker = self.workers[w]
-                doing = "while computing the reference outputs" if task[0] == "reference" else "while building"
+                doing = _DOING[task[0]]
                 if worker.connection in ready:
                     reply = worker.receive(doing)
                 elif now - start >= limit:
@@ -328,6 +367,19 @@ class LocalPool:
         built: list[tuple[int, int]],
     ) -> None:
         kind, item = task
+        worker = self.workers[worker_index]
+        if kind == "start":
+            worker.ready = bool(reply.get("ready"))
+            if worker.ready:
+                self.start_failures = 0
+                return
+            worker.kill()
+            self.start_failures += 1
+            if self.start_failures >= 3:
+                raise RuntimeError(
+                    f"measuring workers fail to start ({reply.get('error_msg', reply)}); see their output above"
+                )
+            return
         if kind == "reference":
             self.references[item] = reply.get("reference") or {
                 "error_kind": reply.get("error_kind", "run"),
@@ -336,7 +388,7 @@ class LocalPool:
             return
         results[item] = reply
         if reply.get("error_kind") is None:
-            self.workers[worker_index].built.add(item)
+            worker.built.add(item)
             built.append((item, worker_index))
 
     def close(self) -> None:

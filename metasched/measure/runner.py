@@ -162,9 +162,9 @@ def run_job(key: int, job: Job, reference: Reference | None) -> dict[str, Any]:
                 problem = compare_outputs(arrays[position], want, str(buffer.dtype))
                 if problem is not None:
                     return {"error_kind": "wrong", "error_msg": f"{buffer.name}: {problem}"}
-        if job.best is not None and first > GIVE_UP_FACTOR * job.best:
-            # Far slower than the best so far: its exact time cannot matter, and timing it
-            # repeatedly would cost the search more than everything else.
+        if (job.best is not None and first > GIVE_UP_FACTOR * job.best) or first >= job.budget:
+            # Far slower than the best so far, or than the whole timing budget: its exact time
+            # cannot matter, and timing it again would cost the search more than all else.
             return {"seconds": first}
         repeat = max(1, min(job.repeat, int(job.budget / max(first, 1e-9))))
         seconds = module.time(*arrays, repeat=repeat, warmup=1 if first < job.budget / 4 else 0)

@@ -4,11 +4,17 @@ its kind (build, run, crash, timeout, wrong) while the rest of the batch is meas
 from __future__ import annotations
 
 import concurrent.futures
+import pickle
+import subprocess
+import sys
+import textwrap
 
 import pytest
 
 import tir
 from metasched.measure import MeasureInput, Measurer
+from metasched.measure.builder import decode_program, encode_program
+from metasched.measure.executors import close_local_pools
 
 GOOD = """
 import tir.script as T
@@ -29,52 +35,128 @@ CRASH = tir.parse(
 HANG = tir.parse(GOOD.replace("for i, j in T.grid(64, 64):", "for r, i, j in T.grid(2147483647, 64, 64):"))
 
 
-def test_each_kind_of_failure_is_recorded_while_the_batch_goes_on() -> None:
+@pytest.fixture(scope="module")
+def measurer():  # noqa: ANN201 - one pool for the tests below: workers start once (a second or two each)
+    with Measurer("llvm", num_threads=1, timeout=1.0, repeat=3, reference_timeout=1.0, workers=2) as shared:
+        yield shared
+    close_local_pools()  # the pools the executor tests left in this process
+
+
+def test_each_kind_of_failure_is_recorded_while_the_batch_goes_on(measurer: Measurer) -> None:
     scheduled = tir.Schedule(REFERENCE)
     i, _ = scheduled.get_loops(scheduled.get_block("B"))
     scheduled.parallel(i)
-    with Measurer("llvm", num_threads=1, timeout=2.0, repeat=3) as measurer:
-        results = measurer.measure(
-            [
-                MeasureInput(REFERENCE, "llvm", reference=REFERENCE),
-                MeasureInput(CRASH, "llvm"),
-                MeasureInput(WRONG, "llvm", reference=REFERENCE),
-                MeasureInput(HANG, "llvm"),
-                MeasureInput(scheduled.func, "llvm", reference=REFERENCE),
-            ]
-        )
-        kinds = [r.error_kind for r in results]
-        assert kinds == [None, "crash", "wrong", "timeout", None], [(r.error_kind, r.error_msg) for r in results]
-        assert "signal" in results[1].error_msg
-        assert "differs from the unscheduled program" in results[2].error_msg
-        assert all(r.seconds and r.seconds > 0 for r in (results[0], results[4]))
-        assert all(r.build_seconds > 0 for r in results)
-        # The pool recovered: the next batch measures normally.
-        again = measurer.measure([MeasureInput(REFERENCE, "llvm", reference=REFERENCE)])
-        assert again[0].error_kind is None
+    results = measurer.measure(
+        [
+            MeasureInput(REFERENCE, "llvm", reference=REFERENCE),
+            MeasureInput(CRASH, "llvm"),
+            MeasureInput(WRONG, "llvm", reference=REFERENCE),
+            MeasureInput(HANG, "llvm"),
+            MeasureInput(scheduled.func, "llvm", reference=REFERENCE),
+        ]
+    )
+    kinds = [r.error_kind for r in results]
+    assert kinds == [None, "crash", "wrong", "timeout", None], [(r.error_kind, r.error_msg) for r in results]
+    assert "SIGSEGV" in results[1].error_msg
+    assert "more than 1 s" in results[3].error_msg
+    assert "differs from the unscheduled program" in results[2].error_msg
+    assert all(r.seconds and r.seconds > 0 for r in (results[0], results[4]))
+    assert all(r.build_seconds > 0 for r in results)
+    # The pool recovered: the next batch measures normally.
+    again = measurer.measure([MeasureInput(REFERENCE, "llvm", reference=REFERENCE)])
+    assert again[0].error_kind is None
 
 
-def test_a_build_error_is_a_result() -> None:
+def test_a_build_error_is_a_result(measurer: Measurer) -> None:
     bad = tir.parse(
         GOOD.replace(
             "A[vi, vj] * 2.0",
             'A[vi, vj] * 2.0 + T.call_llvm_pure_intrin("float32", "llvm.x86.avx512.nonexistent", A[vi, vj])',
         )
     )
-    with Measurer("llvm", num_threads=1) as measurer:
-        (result,) = measurer.measure([MeasureInput(bad, "llvm")])
+    (result,) = measurer.measure([MeasureInput(bad, "llvm")])
     assert result.error_kind == "build" and result.seconds is None and result.error_msg
 
 
 def test_any_executor_runs_the_batches() -> None:
+    # Both executor tests measure with the same options: the second reuses this process's pool.
     with concurrent.futures.ThreadPoolExecutor(1) as executor:
-        measurer = Measurer("llvm", executor=executor, num_threads=1, timeout=2.0)
+        measurer = Measurer("llvm", executor=executor, num_threads=2, timeout=2.0, workers=1)
         results = measurer.measure([MeasureInput(REFERENCE, "llvm", reference=REFERENCE), MeasureInput(CRASH, "llvm")])
     assert [r.error_kind for r in results] == [None, "crash"]
+    assert 0 < results[0].seconds < 1  # with 2 threads
 
 
-@pytest.mark.parametrize("threads", [1, 2])
-def test_timings_are_positive_and_pinned(threads: int) -> None:
-    with Measurer("llvm", num_threads=threads, repeat=2) as measurer:
-        (result,) = measurer.measure([MeasureInput(REFERENCE, "llvm")])
-    assert result.error_kind is None and 0 < result.seconds < 1
+def test_any_executor_runs_the_batches_in_chunks() -> None:
+    with concurrent.futures.ThreadPoolExecutor(2) as executor:
+        measurer = Measurer("llvm", executor=executor, num_threads=2, timeout=2.0, workers=1, chunk_size=1)
+        results = measurer.measure([MeasureInput(WRONG, "llvm", reference=REFERENCE), MeasureInput(REFERENCE, "llvm")])
+    assert [r.error_kind for r in results] == ["wrong", None]
+
+
+# Accumulates into its output without an init: the output is read before it is written, so the
+# outputs of the reference and of the candidates start from random values instead of NaN.
+ACCUMULATE = """
+import tir.script as T
+@T.script
+def accumulate(A: T.Buffer((16, 8), "float32"), B: T.Buffer((16,), "float32")):
+    for i, k in T.grid(16, 8):
+        with T.block("B"):
+            vi, vk = T.remap("SR", i, k)
+            B[vi] = B[vi] + A[vi, vk]
+"""
+
+
+def test_a_reference_that_reads_its_output_is_checked_from_random_outputs(measurer: Measurer) -> None:
+    reference = tir.parse(ACCUMULATE)
+    scheduled = tir.Schedule(reference)
+    _, k = scheduled.get_loops(scheduled.get_block("B"))
+    scheduled.unroll(k)
+    wrong = tir.parse(ACCUMULATE.replace("+ A[vi, vk]", "+ A[vi, vk] * 2.0"))
+    results = measurer.measure(
+        [MeasureInput(f, "llvm", reference=reference) for f in (reference, scheduled.func, wrong)]
+    )
+    assert [r.error_kind for r in results] == [None, None, "wrong"], [r.error_msg for r in results]
+
+
+def test_a_failing_reference_is_reported_on_its_candidates_only(measurer: Measurer) -> None:
+    # The unscheduled program gets its own time limit (it may be far slower than any candidate).
+    results = measurer.measure([MeasureInput(REFERENCE, "llvm", reference=HANG), MeasureInput(REFERENCE, "llvm")])
+    assert [r.error_kind for r in results] == ["run", None]
+    assert "cannot be checked" in results[0].error_msg and "more than 1 s" in results[0].error_msg
+
+
+def test_candidates_travel_pickled_and_printed_programs_still_decode() -> None:
+    data = encode_program(CRASH)
+    assert isinstance(data, bytes) and tir.structural_equal(pickle.loads(data), CRASH)
+    assert tir.structural_equal(decode_program(CRASH.script()), CRASH)
+
+
+class _BrokenExecutor(concurrent.futures.Executor):
+    def submit(self, fn, /, *args, **kwargs):  # noqa: ANN001, ANN002, ANN003, ANN201
+        future: concurrent.futures.Future = concurrent.futures.Future()
+        future.set_exception(ConnectionError("the scheduler went away"))
+        return future
+
+
+def test_a_failing_executor_task_is_a_result() -> None:
+    (result,) = Measurer("llvm", executor=_BrokenExecutor()).measure([MeasureInput(REFERENCE, "llvm")])
+    assert result.error_kind == "crash" and "the scheduler went away" in result.error_msg
+
+
+def test_a_script_without_a_main_guard_measures(tmp_path) -> None:  # noqa: ANN001
+    # Workers are fresh interpreters: they do not re-run the caller's script.
+    script = tmp_path / "no_guard.py"
+    script.write_text(
+        textwrap.dedent(
+            f"""
+            import tir
+            from metasched.measure import MeasureInput, Measurer
+            print("script ran", flush=True)
+            func = tir.parse({GOOD!r})
+            print(Measurer("llvm", num_threads=1, workers=1).measure([MeasureInput(func, "llvm")])[0].error_kind)
+            """
+        )
+    )
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120)
+    assert done.stdout.split() == ["script", "ran", "None"], done.stderr[-2000:]
