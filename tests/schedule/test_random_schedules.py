@@ -551,3 +551,130 @@ def test_compute_at_under_a_parallel_loop_when_iterations_stay_independent() -> 
     sch.parallel(i)
     sch.compute_at(sch.get_block("C"), i)  # each iteration computes its own row of C
     check_result(sch, original, llvm=True)
+
+
+# ---------------------------------------------------------------- moving and inlining blocks (issue 17 A, C)
+#
+# Random sequences of the primitives that move blocks, merge them and add caches around them,
+# on small kernels shaped after the defects these primitives had: a padding consumer wider than
+# its producer, a strided or clamped gather, a reduction over a produced row, a stencil over a
+# reduction, a concatenation. Every accepted step must give a program that verifies, prints and
+# parses back, and computes what the original computes.
+
+
+@T.script
+def _pad_1d(A: T.Buffer((6,), "float32"), P: T.Buffer((8,), "float32")):
+    B = T.alloc_buffer((6,), "float32")
+    for i in range(6):
+        with T.block("B"):
+            vi = T.remap("S", i)
+            B[vi] = A[vi] * 2.0
+    for i in range(8):
+        with T.block("P"):
+            vi = T.remap("S", i)
+            P[vi] = T.if_then_else(1 <= vi and vi < 7, B[vi - 1], T.float32(0))
+
+
+@T.script
+def _gathers(A: T.Buffer((31,), "float32"), B: T.Buffer((10,), "float32"), C: T.Buffer((12,), "float32")):
+    R = T.alloc_buffer((31,), "float32")
+    for i in range(31):
+        with T.block("R"):
+            vi = T.spatial_axis(31, i)
+            R[vi] = A[30 - vi] + 1.0
+    for i in range(10):
+        with T.block("B"):
+            vi = T.spatial_axis(10, i)
+            B[vi] = R[vi * 3 + 1]
+    for i in range(12):
+        with T.block("C"):
+            vi = T.spatial_axis(12, i)
+            C[vi] = R[T.min(vi, 7)] * 2.0
+
+
+@T.script
+def _row_sum_stencil(A: T.Buffer((9, 8), "float32"), D: T.Buffer((8,), "float32")):
+    P = T.alloc_buffer((9, 8), "float32")
+    S = T.alloc_buffer((9,), "float32")
+    for i, j in T.grid(9, 8):
+        with T.block("P"):
+            vi, vj = T.remap("SS", i, j)
+            P[vi, vj] = A[vi, vj] * 2.0
+    for i, k in T.grid(9, 8):
+        with T.block("S"):
+            vi, vk = T.remap("SR", i, k)
+            with T.init():
+                S[vi] = 0.0
+            S[vi] += P[vi, vk]
+    for i in range(8):
+        with T.block("D"):
+            vi = T.remap("S", i)
+            D[vi] = S[vi] + S[vi + 1]
+
+
+@T.script
+def _concat(A: T.Buffer((5, 6), "float32"), B: T.Buffer((7, 6), "float32"), C: T.Buffer((12, 6), "float32")):
+    for i, j in T.grid(12, 6):
+        with T.block("C"):
+            vi, vj = T.remap("SS", i, j)
+            C[vi, vj] = T.if_then_else(vi < 5, A[T.min(vi, 4), vj], B[T.max(vi - 5, 0), vj])
+
+
+@T.script
+def _small_matmul(A: T.Buffer((10, 7), "float32"), B: T.Buffer((7, 12), "float32"), C: T.Buffer((10, 12), "float32")):
+    for i, j, k in T.grid(10, 12, 7):
+        with T.block("C"):
+            vi, vj, vk = T.remap("SSR", i, j, k)
+            with T.init():
+                C[vi, vj] = 0.0
+            C[vi, vj] += A[vi, vk] * B[vk, vj]
+
+
+LOCATION_KERNELS = {
+    "pad_1d": _pad_1d,
+    "gathers": _gathers,
+    "row_sum_stencil": _row_sum_stencil,
+    "concat": _concat,
+    "small_matmul": _small_matmul,
+}
+LOCATION_EXAMPLES = int(os.environ.get("TIR_LOCATION_SCHEDULES", "60"))
+
+
+def act_blockize(sch: Schedule, data: st.DataObject) -> Callable[[], Any] | None:
+    loop = draw_loop(sch, data)
+    return None if loop is None else lambda: sch.blockize(loop)
+
+
+def act_pad_einsum(sch: Schedule, data: st.DataObject) -> Callable[[], Any] | None:
+    block = draw_block(sch, data)
+    count = len(sch.get(block).iter_vars)
+    padding = [data.draw(st.sampled_from([1, 1, 2, 4, 8]), label="pad multiple") for _ in range(count)]
+    return lambda: sch.pad_einsum(block, padding)
+
+
+ACTIONS["blockize"] = act_blockize
+ACTIONS["pad_einsum"] = act_pad_einsum
+
+#: Weighted towards the primitives under test; split, blockize and caches set the stage.
+LOCATION_CHOICES = [
+    *["compute_at", "reverse_compute_at", "compute_inline", "reverse_compute_inline"] * 3,
+    *["cache_read", "cache_write", "blockize", "pad_einsum", "decompose_reduction", "split"],
+]
+
+
+@settings(
+    max_examples=LOCATION_EXAMPLES,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+@given(data=st.data())
+def test_random_location_and_inline_sequences(data: st.DataObject) -> None:
+    name = data.draw(st.sampled_from(sorted(LOCATION_KERNELS)), label="kernel")
+    original = LOCATION_KERNELS[name]
+    sch = Schedule(original, seed=data.draw(st.integers(0, 2**16), label="seed"))
+    changed = False
+    for _ in range(data.draw(st.integers(1, MAX_STEPS), label="steps")):
+        kind = data.draw(st.sampled_from(LOCATION_CHOICES), label="primitive")
+        changed |= apply_step(sch, kind, data)
+    llvm = changed and (ALWAYS_LLVM or data.draw(st.integers(0, 3), label="llvm") == 0)
+    check_result(sch, original, llvm)
