@@ -327,3 +327,33 @@ def test_compute_inline_refuses_a_removed_block() -> None:
     sch.compute_inline(block)
     with pytest.raises(ScheduleError, match=r"compute_inline: block 'B': no such block in the current program"):
         sch.compute_inline(block)
+
+
+# ---------------------------------------------------------------- buffers in scope (issue 17 C)
+
+
+@T.script
+def scaled_chain(A: T.Buffer((16, 8), "float32"), C: T.Buffer((16, 8), "float32")):
+    B = T.alloc_buffer((16, 8), "float32")
+    for i, j in T.grid(16, 8):
+        with T.block("B"):
+            vi, vj = T.remap("SS", i, j)
+            B[vi, vj] = A[vi, vj] * 2.0
+    for i, j in T.grid(16, 8):
+        with T.block("C"):
+            vi, vj = T.remap("SS", i, j)
+            C[vi, vj] = B[vi, vj] + 1.0
+
+
+def test_compute_inline_refuses_to_carry_a_cache_out_of_the_block_that_allocates_it() -> None:
+    """blockize + cache_read put A_shared inside B_o; inlining B into C would make C read
+    A_shared where it does not exist (the printed script would not parse)."""
+    sch = Schedule(scaled_chain, debug=True)
+    i, _ = sch.get_loops(sch.get_block("B"))
+    sch.blockize(i)
+    sch.cache_read(sch.get_block("B"), 0, "shared")
+    before = sch.func
+    message = r"the block reads A_shared, which block 'B_o' allocates, but block 'C', which reads B, is outside it"
+    with pytest.raises(ScheduleError, match=message):
+        sch.compute_inline(sch.get_block("B"))
+    assert sch.func is before

@@ -23,6 +23,7 @@ from tir.ir import (
     BufferStore,
     IntImm,
     IRMutator,
+    IRVisitor,
     PrimExpr,
     PrimFunc,
     Ramp,
@@ -73,6 +74,8 @@ def compute_inline(func: PrimFunc, block_name: str) -> PrimFunc:
     - the buffers ``value`` reads keep their values from the block to the end of the program:
       every block writing one comes before the block and shares no loop with it (so inlining
       reads the same values later);
+    - every block that reads ``B`` can see the buffers ``value`` reads (a cache allocated
+      inside a blockized block exists only there);
     - the block and its loops can be taken out of a statement sequence.
 
     Before (``compute_inline(B)``)::
@@ -135,6 +138,7 @@ def compute_inline(func: PrimFunc, block_name: str) -> PrimFunc:
             )
     inputs = _loaded_buffers(store.value)
     _check_inputs_stable(primitive, index, target, realize, position, others, inputs)
+    _check_inputs_visible(primitive, index, target, inputs, buffer)
     _check_plain_loads(primitive, index, target, buffer)
     nest = detachable_nest(index, realize, primitive)
 
@@ -532,6 +536,50 @@ def _check_inputs_stable(
                     f"block {other.block.name!r} writes buffer {buffer.name}, which the block reads, inside a loop "
                     "around the block too",
                 )
+
+
+def _check_inputs_visible(primitive: str, index: TreeIndex, target: str, inputs: list[Buffer], buffer: Buffer) -> None:
+    """Every block that loads ``buffer`` can see the buffers the inlined value reads: one
+    allocated (or matched) in a block, as a cache inside a blockized block, exists only there."""
+    owners: dict[int, BlockRealize] = {}
+    for other in blocks_in_order(index):
+        if other is index.func.body:
+            continue  # the root's buffers are visible everywhere
+        for own in (*other.block.alloc_buffers, *(match.buffer for match in other.block.match_buffers)):
+            owners[id(own)] = other
+    for reader in blocks_in_order(index):
+        if not _loads_directly(reader.block, buffer):
+            continue
+        for needed in inputs:
+            owner = owners.get(id(needed))
+            if owner is None or owner is reader or index.is_ancestor(owner, reader):
+                continue
+            raise ScheduleError(
+                primitive,
+                target,
+                f"the block reads {needed.name}, which block {owner.block.name!r} allocates, but block "
+                f"{reader.block.name!r}, which reads {buffer.name}, is outside it and cannot see {needed.name}",
+            )
+
+
+def _loads_directly(block: Block, buffer: Buffer) -> bool:
+    """Whether the block's own statements (not a nested block's) load ``buffer``."""
+    found = False
+
+    class Finder(IRVisitor):
+        def visit_BlockRealize(self, realize: BlockRealize) -> None:
+            pass  # a nested block's loads are its own
+
+        def visit_BufferLoad(self, load: BufferLoad) -> None:
+            nonlocal found
+            found = found or load.buffer is buffer
+            self.generic_visit(load)
+
+    finder = Finder()
+    for stmt in (block.init, block.body):
+        if stmt is not None:
+            finder.visit(stmt)
+    return found
 
 
 def _check_plain_loads(primitive: str, index: TreeIndex, target: str, buffer: Buffer) -> None:
