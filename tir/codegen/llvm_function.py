@@ -85,6 +85,7 @@ from tir.ir import (
     Sub,
     Var,
 )
+from tir.transform.flatten_buffers import index_dtype
 
 if TYPE_CHECKING:
     from tir.codegen.llvm import ModuleCodegen
@@ -452,6 +453,8 @@ class FunctionCodegen:
             extent.dtype != dtype for extent in (*buffer.shape, *buffer.strides)
         ):
             dtype = DataType("int", 64)
+        # A buffer that may span more than 2**31 - 1 elements needs 64-bit offsets.
+        dtype = max(dtype, index_dtype(buffer), key=lambda d: d.bits)
 
         def as_index(expr: PrimExpr) -> PrimExpr:
             return expr if expr.dtype == dtype else Cast(dtype, expr)

@@ -21,7 +21,10 @@ After::
 
 from __future__ import annotations
 
-from tir.arith import simplify
+import math
+from collections.abc import Sequence
+
+from tir.arith import const_int_bound, simplify
 from tir.ir import (
     Allocate,
     Broadcast,
@@ -30,6 +33,7 @@ from tir.ir import (
     BufferStore,
     Call,
     Cast,
+    DataType,
     IntImm,
     IRMutator,
     PrimExpr,
@@ -40,7 +44,59 @@ from tir.ir import (
 from tir.transform._common import LoweringError, cast_to, widest_int
 from tir.transform.convert_blocks import STRIDE_OP, row_major_strides
 
-__all__ = ["flat_index", "flatten_buffers"]
+__all__ = ["flat_index", "flatten_buffers", "index_dtype"]
+
+_INT32_MAX = 2**31 - 1
+_INT64 = DataType("int", 64)
+
+
+def _upper(expr: PrimExpr) -> float:
+    """The largest value ``expr`` may take (a shape variable: the top of its dtype)."""
+    return min(const_int_bound(expr).max_value, expr.dtype.max_value())
+
+
+def _lower(expr: PrimExpr) -> float:
+    return max(const_int_bound(expr).min_value, expr.dtype.min_value())
+
+
+def _span_upper_bound(buffer: Buffer) -> float:
+    """How many elements the flat buffer may span at most (``inf`` when unbounded)."""
+    if buffer.strides:
+        # A stride may be negative (a reversed view): its magnitude counts.
+        span = 1 + sum(
+            max(_upper(dim) - 1, 0) * max(_upper(stride), -_lower(stride), 0)
+            for dim, stride in zip(buffer.shape, buffer.strides)
+        )
+    else:
+        span = math.prod(max(_upper(d), 0) for d in buffer.shape)
+    if buffer.elem_offset is not None:
+        span += max(_upper(buffer.elem_offset), 0)
+    return span
+
+
+def index_dtype(buffer: Buffer, exprs: Sequence[PrimExpr] = ()) -> DataType:
+    """The integer dtype of ``buffer``'s flat indices: the widest of its shape, strides, offset
+    and ``exprs``, widened to int64 when the buffer may span more than ``2**31 - 1`` elements.
+
+    An in-bounds flat index (and every partial sum of it) is below the span, so int32 is exact
+    for the common small buffer; a 50000 x 50000 buffer, or a multi-dimensional buffer of shape
+    variables, computes its indices and its extent in 64 bits.
+    """
+    parts = [*buffer.shape, *buffer.strides, *([buffer.elem_offset] if buffer.elem_offset is not None else [])]
+    dtype = widest_int([*parts, *exprs])
+    if dtype.bits < 64 and _span_upper_bound(buffer) > _INT32_MAX:
+        return _INT64
+    return dtype
+
+
+def _strides(buffer: Buffer, dtype: DataType) -> tuple[PrimExpr, ...]:
+    """``row_major_strides`` computed in ``dtype`` (the product of the trailing extents may
+    not fit the extents' own dtype)."""
+    if buffer.strides:
+        return tuple(cast_to(stride, dtype) for stride in buffer.strides)
+    if dtype == widest_int(list(buffer.shape)):
+        return row_major_strides(buffer)
+    return row_major_strides(buffer.replace(shape=tuple(cast_to(extent, dtype) for extent in buffer.shape)))
 
 
 def _scale(index: PrimExpr, stride: PrimExpr) -> PrimExpr:
@@ -76,9 +132,8 @@ def flat_index(buffer: Buffer, indices: tuple[PrimExpr, ...]) -> PrimExpr:
         raise LoweringError(
             f"flatten_buffers: buffer {buffer.name} has {buffer.ndim} dimensions, accessed with {len(indices)} indices"
         )
-    strides = row_major_strides(buffer)
-    exprs = [*indices, *strides] + ([buffer.elem_offset] if buffer.elem_offset is not None else [])
-    dtype = widest_int(exprs)
+    dtype = index_dtype(buffer, list(indices))
+    strides = _strides(buffer, dtype)
     total: PrimExpr | None = None
     for index, stride in zip(indices, strides):
         total = _add(total, _scale(cast_to(index, dtype), cast_to(stride, dtype)))
@@ -95,13 +150,12 @@ def _flat_extent(buffer: Buffer) -> PrimExpr:
     """How many elements the flat buffer spans."""
     if not buffer.shape:
         return IntImm(1)
+    dtype = index_dtype(buffer)
     if buffer.strides:
-        dtype = widest_int([*buffer.shape, *buffer.strides])
         extent = IntImm(1, dtype)
         for dim, stride in zip(buffer.shape, buffer.strides):
             extent = extent + (cast_to(dim, dtype) - 1) * cast_to(stride, dtype)
     else:
-        dtype = widest_int(list(buffer.shape))
         extent = cast_to(buffer.shape[0], dtype)
         for dim in buffer.shape[1:]:
             extent = extent * cast_to(dim, dtype)
@@ -161,7 +215,7 @@ class _ResolveStrides(IRMutator):
             return self.generic_visit(call)  # type: ignore[return-value]
         load, dim = call.args
         assert isinstance(load, BufferLoad) and isinstance(dim, IntImm)
-        stride = row_major_strides(load.buffer)[dim.value]
+        stride = _strides(load.buffer, index_dtype(load.buffer))[dim.value]
         return stride if stride.dtype == call.dtype else Cast(call.dtype, stride)
 
 
