@@ -67,6 +67,13 @@ def test_each_kind_of_failure_is_recorded_while_the_batch_goes_on(measurer: Meas
     assert again[0].error_kind is None
 
 
+def test_a_cold_first_run_does_not_pass_for_a_slow_candidate(measurer: Measurer) -> None:
+    # The second candidate is compared with the first's time; its own first run is cold (a
+    # hundred times slower for a kernel of a microsecond) and must not be taken as its time.
+    first, second = measurer.measure([MeasureInput(REFERENCE, "llvm"), MeasureInput(REFERENCE, "llvm")])
+    assert second.seconds < 10 * first.seconds and first.seconds < 10 * second.seconds, (first, second)
+
+
 def test_a_build_error_is_a_result(measurer: Measurer) -> None:
     bad = tir.parse(
         GOOD.replace(
