@@ -824,4 +824,35 @@ def f(A: T.Buffer((16,), "float32")):
 """
         ),
     ),
+    # ------------------------------------------------------------ out-of-bounds
+    Case(
+        "read_far_past_the_end",
+        "out-of-bounds",
+        parse(
+            """
+@T.script
+def f(A: T.Buffer((4,), "float32"), B: T.Buffer((4,), "float32")):
+    for i in range(4):
+        with T.block("B"):
+            vi = T.spatial_axis(4, i)
+            B[vi] = A[vi + 100000000]
+"""
+        ),
+    ),
+    Case(
+        "write_before_the_start",
+        "out-of-bounds",
+        parse(
+            """
+@T.script
+def f(A: T.Buffer((4, 8), "float32"), B: T.Buffer((4, 8), "float32")):
+    for i, j in T.grid(4, 8):
+        with T.block("B"):
+            vi, vj = T.remap("SS", i, j)
+            T.reads(A[vi, vj])
+            T.writes(B[vi, vj - 8])
+            B[vi, vj - 8] = A[vi, vj]
+"""
+        ),
+    ),
 ]

@@ -86,6 +86,7 @@ from tir.ir import (
     Var,
 )
 from tir.transform.flatten_buffers import index_dtype
+from tir.transform.insert_bounds_checks import BOUNDS_ERROR_OP
 
 if TYPE_CHECKING:
     from tir.codegen.llvm import ModuleCodegen
@@ -770,6 +771,8 @@ class FunctionCodegen:
             return llvm_parallel.emit_launch(self, call)
         if op == llvm_parallel.ADDRESS_OF_OP:
             return self.address_of(call)
+        if op == BOUNDS_ERROR_OP:
+            return self.bounds_error(call)
         args = [self.expr(arg) for arg in call.args]
         if op == "isnan":
             return emit_isnan(self.builder, args[0])
@@ -808,6 +811,13 @@ class FunctionCodegen:
             phi.add_incoming(const(ty, 0), before)
             sides.append(phi)
         return b.select(condition, sides[0], sides[1])
+
+    def bounds_error(self, call: Call) -> ir.Value:
+        """``tir.bounds_error(code)`` (a checked build, tir.transform.insert_bounds_checks):
+        the function returns ``code``; code after it is unreachable."""
+        self.builder.ret(self.expr(call.args[0]))
+        self.builder.position_at_end(self.fn.append_basic_block("after_bounds_error"))
+        return const(I32, 0)
 
     def _callee(self, call: Call) -> tuple[str, list[ir.Value]]:
         if not call.args or not isinstance(call.args[0], StringImm):

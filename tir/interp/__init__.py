@@ -47,6 +47,7 @@ from typing import Any
 
 import numpy as np
 
+from tir.analysis.written import written_params
 from tir.interp.runtime import FLOAT_ROUNDERS, STORAGE_TYPES, InterpretError
 from tir.interp.translate import Translator
 from tir.ir import Buffer, IntImm, IRModule, PrimExpr, PrimFunc, Var
@@ -67,7 +68,8 @@ def interpret(func: PrimFunc | IRModule, *args: Any, poison: bool = True) -> Non
     bfloat16 array) and shape, C-contiguous unless the buffer declares strides. Shape variables
     that are not parameters are bound from the arrays' shapes. Outputs are written in place.
 
-    Raises ``TypeError`` / ``ValueError`` naming the parameter for a bad argument, ``IndexError``
+    Raises ``TypeError`` / ``ValueError`` naming the parameter for a bad argument (a read-only
+    array for a buffer the function writes included), ``IndexError``
     for an out-of-bounds access, ``InterpretError`` for other invalid executions.
     """
     prim_func = _as_prim_func(func)
@@ -189,6 +191,14 @@ def _bind_arguments(func: PrimFunc, translator: Translator, args: tuple[Any, ...
             raise ValueError(
                 f"{func.name}() parameter {buffer.name}: the array must be C-contiguous "
                 f"(the buffer declares no strides); got strides {array.strides} bytes"
+            )
+    written = written_params(func)
+    for buffer, array in arrays.items():
+        if buffer.name in written and not array.flags.writeable:
+            raise ValueError(
+                f"{func.name}() parameter {buffer.name}: the array is read-only (flags.writeable is False: "
+                f"a read-only view, memmap or buffer), but {func.name} writes {buffer.name}; pass a writable "
+                "array (numpy.array(x) copies it)"
             )
     env = {translator.var_names[var]: values[var] for var in translator.entry_vars}
     env.update({translator.buffer_names[buffer]: array for buffer, array in arrays.items()})

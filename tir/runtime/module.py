@@ -9,8 +9,8 @@
 Arguments are checked before any native code runs: their number, and for each parameter a
 ``numpy.ndarray`` of exactly the buffer's dtype (bfloat16: ``uint16`` raw bits or an
 ``ml_dtypes.bfloat16`` array) and original shape, C-contiguous, not overlapping another buffer
-argument (the generated code assumes distinct buffers); scalars are converted to the
-parameter's dtype. Errors are ``TypeError`` / ``ValueError`` naming the parameter. Shape
+argument (the generated code assumes distinct buffers), writable when the code writes it;
+scalars are converted to the parameter's dtype. Errors are ``TypeError`` / ``ValueError`` naming the parameter. Shape
 variables (``n = T.int32()`` with ``T.match_buffer(a, (n, 64))``) are not passed: the lowered
 program takes them as trailing parameters (``attrs["shape_vars"]``) and the call binds them from
 the arrays' shapes, refusing two arrays that disagree on one.
@@ -205,7 +205,14 @@ class Module:
     def check_arguments(self, args: Sequence[Any], name: str | None = None) -> list[Any]:
         """Check ``args`` against the parameters; returns arrays and numpy scalars ready to pass."""
         name = name or self.entry_name
-        return check_arguments(self.ir_module[name], param_specs(self.ir_module[name]), args)
+        return check_arguments(self.ir_module[name], param_specs(self.ir_module[name]), args, written=self.written)
+
+    @functools.cached_property
+    def written(self) -> frozenset[str]:
+        """Names of the buffer parameters the module may write (read-only arrays are refused)."""
+        from tir.analysis.written import written_params
+
+        return written_params(self.ir_module)
 
     def _run(self, name: str, values: list[Any]) -> None:
         raise NotImplementedError(f"{type(self).__name__} cannot run code")
@@ -259,12 +266,16 @@ def check_arguments(
     specs: Sequence[ParamSpec],
     args: Sequence[Any],
     buffer_argument: Callable[[PrimFunc, ParamSpec, Any, dict[str, int]], Any] | None = None,
+    written: frozenset[str] | None = None,
 ) -> list[Any]:
     """Check ``args`` for ``func``: see the module docstring. Returns the values to pass.
 
     ``buffer_argument`` checks one buffer argument (default: a numpy array); a runtime that also
     takes other array kinds (the CUDA module's device arrays) passes its own. Numpy arrays that
-    share memory are refused either way.
+    share memory are refused either way, and so is a read-only numpy array (``writeable``
+    False: ``setflags(write=False)``, a view of ``bytes``, a read-only ``np.memmap``) for a
+    parameter in ``written`` (default: the buffers ``func`` itself writes,
+    ``tir.analysis.written.written_params``).
     """
     check_buffer = buffer_argument or _array_argument
     # Shape variables (trailing, see tir.transform.bind_shape_vars) are not the caller's to pass.
@@ -281,9 +292,15 @@ def check_arguments(
             if spec.dtype.is_integer:
                 known[spec.name] = int(values[position])
     _bind_shape_variables(func, specs, args, known)
+    if written is None:
+        from tir.analysis.written import written_params
+
+        written = written_params(func)
     for position, (spec, arg) in enumerate(zip(specs, args)):
         if spec.is_buffer:
             values[position] = check_buffer(func, spec, arg, known)
+            if spec.name in written and isinstance(values[position], np.ndarray):
+                _refuse_read_only(func, spec.name, values[position])
     arrays = [(spec, value) for spec, value in zip(specs, values) if isinstance(value, np.ndarray) and value.size]
     for (spec_a, a), (spec_b, b) in itertools.combinations(arrays, 2):
         if np.may_share_memory(a, b):
@@ -294,6 +311,17 @@ def check_arguments(
     for spec in bound_specs:
         values.append(_shape_variable_value(func, spec, known))
     return values
+
+
+def _refuse_read_only(func: PrimFunc, name: str, array: np.ndarray) -> None:
+    """The code writes parameter ``name``: a read-only array would be overwritten in place
+    (or, over read-only pages such as a read-only memmap, crash the process)."""
+    if not array.flags.writeable:
+        raise ValueError(
+            f"{func.name}() parameter {name}: the array is read-only (flags.writeable is False: a "
+            f"read-only view, memmap or buffer), but {func.name} writes {name}; pass a writable "
+            "array (numpy.array(x) copies it)"
+        )
 
 
 def _bind_shape_variables(
@@ -555,6 +583,9 @@ class LLVMModule(Module):
 
     def _check_status(self, name: str, status: int) -> None:
         if status != 0:
+            out_of_bounds = _bounds_check_message(self.ir_module, status)
+            if out_of_bounds is not None:
+                raise IndexError(f"{name}: out-of-bounds access: {out_of_bounds} (checked build)")
             reason = "a heap allocation failed" if status == -1 else f"status {status}"
             raise RuntimeError(f"{name} failed: {reason}")
 
@@ -606,6 +637,17 @@ class LLVMModule(Module):
             if result.returncode != 0:
                 raise RuntimeError(f"linking failed: {' '.join(command)}\n{result.stderr}")
         return str(destination)
+
+
+def _bounds_check_message(ir_module: IRModule, status: int) -> str | None:
+    """The message of the failed check ``status`` of a checked build, or None."""
+    from tir.transform.insert_bounds_checks import BOUNDS_CHECKS_ATTR
+
+    for func in ir_module.functions.values():
+        messages = func.attrs.get(BOUNDS_CHECKS_ATTR) or {}
+        if status in messages:
+            return str(messages[status])
+    return None
 
 
 @functools.cache

@@ -24,6 +24,8 @@ rule                   what it checks                                      modul
                        of the target, no threads on a CPU
 ``shared-memory``      shared memory per kernel within the target's limit ``gpu``
 ``intrinsic-scope``    warp-level operations run under exactly one warp    ``gpu``
+``out-of-bounds``      no unguarded access provably outside its buffer     ``bounds``
+                       (``tir.build`` checks this rule too)
 =====================  ==================================================  ====================
 
 Without a target, the target-dependent limits are skipped (thread-binding still checks one
@@ -37,6 +39,7 @@ from __future__ import annotations
 
 from tir.analysis.verify._context import Violation, walk
 from tir.analysis.verify.binding import CROSS_THREAD_REDUCTION, check_bindings
+from tir.analysis.verify.bounds import check_bounds
 from tir.analysis.verify.gpu import check_gpu, is_warp_level_op, register_warp_level_op
 from tir.analysis.verify.regions import check_regions
 from tir.analysis.verify.well_formed import check_well_formed
@@ -50,6 +53,7 @@ __all__ = [
     "Violation",
     "is_warp_level_op",
     "register_warp_level_op",
+    "check_bounds",
     "verify",
     "verify_or_raise",
 ]
@@ -64,6 +68,7 @@ RULES = (
     "thread-binding",
     "shared-memory",
     "intrinsic-scope",
+    "out-of-bounds",
 )
 
 
@@ -91,6 +96,7 @@ def verify(func: PrimFunc | IRModule, target: Target | str | None = None) -> lis
     violations += check_bindings(program)
     violations += check_regions(program)
     violations += check_gpu(program, resolved)
+    violations += check_bounds(func)
     order = {rule: k for k, rule in enumerate(RULES)}
     violations.sort(key=lambda v: order.get(v.rule, len(order)))
     return violations
