@@ -68,6 +68,10 @@ STEP_TIMEOUT = 60.0
 #: Reductions reordered by split / rfactor / decompose round differently.
 FLOAT_TOLERANCE = 1e-4
 
+#: A worker is replaced after this many sequences: built modules and JIT engines accumulate in
+#: a process (about 0.5 MB a step), and a fresh one costs about a second.
+RECYCLE_AFTER = 150
+
 #: The longest primitive sequence drawn (lengths are uniform in 1..MAX_SEQUENCE).
 MAX_SEQUENCE = 10
 
@@ -101,6 +105,8 @@ class Report:
     attempted: Counter[str] = field(default_factory=Counter)
     applied: Counter[str] = field(default_factory=Counter)
     refused: Counter[str] = field(default_factory=Counter)
+    #: (seconds, sequence, kernel) of the slowest sequences, slowest first.
+    slowest: list[tuple[float, int, str]] = field(default_factory=list)
 
     def counts(self) -> dict[str, int]:
         found = Counter(f.cls for f in self.failures)
@@ -121,6 +127,8 @@ class Report:
         lines.append("primitive                    attempted  applied  refused")
         for kind in sorted(self.attempted):
             lines.append(f"  {kind:28s} {self.attempted[kind]:8d} {self.applied[kind]:8d} {self.refused[kind]:8d}")
+        if self.slowest:
+            lines.append("slowest sequences: " + ", ".join(f"{k} #{n} {t:.1f} s" for t, n, k in self.slowest[:5]))
         return "\n".join(lines)
 
 
@@ -314,6 +322,10 @@ def classify_trace(kernel: str, trace_json: str, checker: Checker) -> tuple[str,
 
 def _worker_main(conn: multiprocessing.connection.Connection) -> None:
     os.environ.setdefault("TIR_NUM_THREADS", "2")  # parallel loops race only with several threads
+    # Idle libgomp threads spin by default: with two workers of two threads each on a busy
+    # machine, a barrier then waits for descheduled spinners and a step takes seconds. libgomp
+    # reads this when the first build loads it, after this line.
+    os.environ.setdefault("OMP_WAIT_POLICY", "passive")
     checker = Checker(lambda info: conn.send(("checkpoint", info)))
     while True:
         request = conn.recv()
@@ -322,7 +334,9 @@ def _worker_main(conn: multiprocessing.connection.Connection) -> None:
         if request[0] == "sequence":
             _, seq_id, seed = request
             report = Report()
+            began = time.monotonic()
             run_sequence(seq_id, seed, checker, report)
+            report.slowest = [(time.monotonic() - began, seq_id, sequence_plan(seed, seq_id)[0])]
             conn.send(("done", report))
         elif request[0] == "selftest_out_of_bounds":
             # The harness's own check: a write one element past a guarded array kills the worker.
@@ -351,6 +365,7 @@ class Worker:
         self.checkpoint: dict[str, Any] | None = None
         self.request: tuple[Any, ...] | None = None
         self.started = 0.0
+        self.served = 0
 
     def start(self) -> None:
         context = multiprocessing.get_context("spawn")
@@ -361,8 +376,12 @@ class Worker:
         self.conn = parent
 
     def send(self, request: tuple[Any, ...]) -> None:
+        if self.process is not None and self.served >= RECYCLE_AFTER:
+            self.stop()
         if self.process is None or not self.process.is_alive():
             self.start()
+            self.served = 0
+        self.served += 1
         assert self.conn is not None
         self.checkpoint, self.request, self.started = None, request, time.monotonic()
         self.conn.send(request)
@@ -493,6 +512,7 @@ def _merge(report: Report, part: Report) -> None:
     report.attempted.update(part.attempted)
     report.applied.update(part.applied)
     report.refused.update(part.refused)
+    report.slowest = sorted(report.slowest + part.slowest, reverse=True)[:10]
 
 
 # ===================================================================== reproducers
