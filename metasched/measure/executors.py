@@ -257,7 +257,13 @@ class LocalPool:
     def measure(self, jobs: Sequence[Job]) -> list[dict[str, Any]]:
         """One reply per job, in order: ``seconds`` or ``error_kind``/``error_msg``, and ``build_seconds``."""
         with self.lock:
-            return self._measure(jobs)
+            try:
+                return self._measure(jobs)
+            except BaseException:
+                # Interrupted (Ctrl-C, say) with replies unread: stale replies must not answer
+                # the next batch's requests, so its workers start afresh.
+                self.close()
+                raise
 
     def _measure(self, jobs: Sequence[Job]) -> list[dict[str, Any]]:
         while len(self.references) > _POOL_REFERENCES:

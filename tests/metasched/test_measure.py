@@ -133,6 +133,20 @@ def test_a_failing_reference_is_reported_on_its_candidates_only(measurer: Measur
     assert "cannot be checked" in results[0].error_msg and "more than 1 s" in results[0].error_msg
 
 
+def test_an_interrupted_batch_leaves_no_stale_replies(measurer: Measurer, monkeypatch) -> None:  # noqa: ANN001
+    from metasched.measure.executors import LocalPool
+
+    def interrupted(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
+        raise KeyboardInterrupt
+
+    with monkeypatch.context() as patch:
+        patch.setattr(LocalPool, "_run", interrupted)
+        with pytest.raises(KeyboardInterrupt):
+            measurer.measure([MeasureInput(REFERENCE, "llvm")])
+    results = measurer.measure([MeasureInput(WRONG, "llvm", reference=REFERENCE), MeasureInput(REFERENCE, "llvm")])
+    assert [r.error_kind for r in results] == ["wrong", None]
+
+
 def test_candidates_travel_pickled_and_printed_programs_still_decode() -> None:
     data = encode_program(CRASH)
     assert isinstance(data, bytes) and tir.structural_equal(pickle.loads(data), CRASH)
