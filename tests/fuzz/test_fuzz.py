@@ -18,8 +18,10 @@ The command line does the same with progress and reproducers: ``python -m tests.
 from __future__ import annotations
 
 import ctypes
+import json
 import os
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -30,7 +32,16 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 import tir  # noqa: E402
-from tests.fuzz.engine import CLASSES, Checker, Report, Worker, classify_trace, fuzz, write_reproducers  # noqa: E402
+from tests.fuzz.engine import (  # noqa: E402
+    CLASSES,
+    Checker,
+    Report,
+    Worker,
+    classify_in_worker,
+    classify_trace,
+    fuzz,
+    write_reproducers,
+)
 from tests.fuzz.guarded import GuardedArrays  # noqa: E402
 from tests.fuzz.kernels import KERNELS, REFERENCES  # noqa: E402
 from tests.schedule.schedule_testing import random_args  # noqa: E402
@@ -44,11 +55,10 @@ OUT = os.environ.get("TIR_FUZZ_OUT")
 
 #: Failure classes that the landed primitives still show, with the defect behind them. They are
 #: reported as xfail (not strict) until the fixes land; remove an entry once its class is clean.
-KNOWN: dict[str, str] = {
-    "wrong_result": "issue 17 A.1: reverse_compute_inline of a consumer that covers more than its producer "
-    "(pad_1d: P's border is never written)",
-    "invalid": "issue 17 C: compute_at leaves strided bindings (reverse_gather: vi = i * 3 + 1) that verify rejects",
-}
+KNOWN: dict[str, str] = {}
+# The classes the first runs found on this seed (reverse_compute_inline of a consumer wider than
+# its producer: a wrong result; compute_at leaving strided bindings: invalid) were fixed by
+# 050c845, 2439222 and 69618e4 before this test landed, so nothing is marked here now.
 
 
 # ---------------------------------------------------------------- the corpus and the harness
@@ -107,6 +117,45 @@ def test_classify_trace_of_a_correct_schedule_finds_nothing() -> None:
     sch.reorder(sch.get_loops(sch.get_block("C"))[-1], j)
     sch.vectorize(j)
     assert classify_trace("matmul_odd", sch.trace.to_json(), Checker()) is None
+
+
+# ---------------------------------------------------------------- reproducers the fuzzer found
+
+REPRODUCERS = Path(__file__).parent / "reproducers"
+
+#: Reproducers whose defect is still open: file name -> the defect.
+OPEN_REPRODUCERS: dict[str, str] = {
+    "parallel_blockize_fused_split_lowering.json": "parallel accepts a loop over blockized, fused and split "
+    "iterations that lower_parallel then refuses (every iteration writes the same elements of 'out')",
+}
+
+
+def _reproducer_params() -> list[object]:
+    params: list[object] = []
+    for path in sorted(REPRODUCERS.glob("*.json")):
+        marks = (
+            [pytest.mark.xfail(reason=OPEN_REPRODUCERS[path.name], strict=True)]
+            if path.name in OPEN_REPRODUCERS
+            else []
+        )
+        params.append(pytest.param(path, marks=marks, id=path.stem))
+    return params
+
+
+@pytest.fixture(scope="module")
+def worker() -> Iterator[Worker]:
+    one = Worker()
+    yield one
+    one.stop()
+
+
+@pytest.mark.parametrize("path", _reproducer_params())
+def test_fuzz_reproducer_is_fixed(path: Path, worker: Worker) -> None:
+    """Each minimized reproducer (kernel + trace) now refuses or checks clean (in a worker
+    process: a crash reproducer must not take pytest down)."""
+    record = json.loads(path.read_text())
+    found = classify_in_worker(worker, record["kernel"], record["trace_json"])
+    assert found is None, f"{found[0]} in {found[1]}: {found[2]}\n{record['python']}"
 
 
 # ---------------------------------------------------------------- the fuzz runs
