@@ -69,6 +69,9 @@ _DOING = {
     "build": "while building",
 }
 
+#: Times a batch's lost modules are rebuilt at most.
+_ATTEMPTS = 4
+
 #: Reference outputs a worker keeps (each as large as the program's outputs).
 _WORKER_REFERENCES = 4
 #: Reference outputs (or their failures) a pool keeps between batches.
@@ -277,7 +280,9 @@ class LocalPool:
         # candidate be timed once (see runner.run_job).
         best = min((job.best for job in jobs if job.best is not None), default=None)
         pending = list(range(len(jobs)))
-        for _attempt in range(2):  # a second attempt for modules lost with a dead worker
+        # Modules lost with a worker that another candidate killed (crash, timeout) are rebuilt
+        # and run in a further attempt; each attempt settles at least the killers.
+        for _attempt in range(_ATTEMPTS):
             built = self._prepare(jobs, pending, missing, results)
             missing = {}
             lost: list[int] = []
@@ -295,7 +300,10 @@ class LocalPool:
             if not pending:
                 break
         for index in pending:
-            results[index] = {"error_kind": "crash", "error_msg": "built twice, lost with a dead worker each time"}
+            results[index] = {
+                "error_kind": "crash",
+                "error_msg": f"not measured: built {_ATTEMPTS} times, lost each time with a worker another candidate killed",
+            }
         return results
 
     def _run(self, worker: _Worker, index: int, job: Job) -> dict[str, Any]:

@@ -53,14 +53,18 @@ def test_each_kind_of_failure_is_recorded_while_the_batch_goes_on(measurer: Meas
             MeasureInput(WRONG, "llvm", reference=REFERENCE),
             MeasureInput(HANG, "llvm"),
             MeasureInput(scheduled.func, "llvm", reference=REFERENCE),
+            MeasureInput(CRASH, "llvm"),  # workers die three times: lost modules are rebuilt each time
+            MeasureInput(REFERENCE, "llvm", reference=REFERENCE),
         ]
     )
     kinds = [r.error_kind for r in results]
-    assert kinds == [None, "crash", "wrong", "timeout", None], [(r.error_kind, r.error_msg) for r in results]
+    assert kinds == [None, "crash", "wrong", "timeout", None, "crash", None], [
+        (r.error_kind, r.error_msg) for r in results
+    ]
     assert "SIGSEGV" in results[1].error_msg
     assert "more than 1 s" in results[3].error_msg
     assert "differs from the unscheduled program" in results[2].error_msg
-    assert all(r.seconds and r.seconds > 0 for r in (results[0], results[4]))
+    assert all(r.seconds and r.seconds > 0 for r in (results[0], results[4], results[6]))
     assert all(r.build_seconds > 0 for r in results)
     # The pool recovered: the next batch measures normally.
     again = measurer.measure([MeasureInput(REFERENCE, "llvm", reference=REFERENCE)])
