@@ -15,6 +15,8 @@ import tir
 from metasched.measure import MeasureInput, Measurer
 from metasched.measure.builder import decode_program, encode_program
 from metasched.measure.executors import close_local_pools
+from tir.ir import Var
+from tir.ir.functor import post_order_visit
 
 GOOD = """
 import tir.script as T
@@ -153,7 +155,15 @@ def test_an_interrupted_batch_leaves_no_stale_replies(measurer: Measurer, monkey
 
 def test_candidates_travel_pickled_and_printed_programs_still_decode() -> None:
     data = encode_program(CRASH)
-    assert isinstance(data, bytes) and tir.structural_equal(pickle.loads(data), CRASH)
+    copy = pickle.loads(data)
+    assert isinstance(data, bytes) and tir.structural_equal(copy, CRASH)
+
+    def variables(func: tir.PrimFunc) -> tuple[int, int]:  # (uses, distinct objects)
+        found: list[int] = []
+        post_order_visit(func.body, lambda node: found.append(id(node)) if isinstance(node, Var) else None)
+        return len(found), len(set(found))
+
+    assert variables(copy) == variables(CRASH)  # a variable's uses are still one object
     assert tir.structural_equal(decode_program(CRASH.script()), CRASH)
 
 
