@@ -63,13 +63,21 @@ def parse_ir(text: str, what: str = "the generated LLVM IR") -> llvm.ModuleRef:
     return module
 
 
-def optimize(module: llvm.ModuleRef, target: Target, speed_level: int = 3) -> llvm.ModuleRef:
-    """Run LLVM's default ``O<speed_level>`` pipeline for ``target`` on ``module`` (in place)."""
+def optimize(module: llvm.ModuleRef, target: Target, speed_level: int = 3, llvm_unroll: bool = False) -> llvm.ModuleRef:
+    """Run LLVM's default ``O<speed_level>`` pipeline for ``target`` on ``module`` (in place).
+
+    LLVM's own loop unroller is off unless ``llvm_unroll``: programs unroll explicitly
+    (``T.unroll``, the tuner's unroll decision, ``tir.transform.unroll_loops``), and LLVM's
+    heuristic unrolling of the already tiled and vectorized loops is most of the O3 time (the
+    hand-scheduled 1024 matmul: ~400 of ~470 ms of CPU) without making those kernels faster
+    (``benchmarks/build_speed.py`` measures both). Loop and SLP vectorization stay on: they are
+    cheap on code that is already vector code, and they still help loops left scalar.
+    """
     tm = target_machine(target, "jit")
     options = llvm.create_pipeline_tuning_options(speed_level=speed_level)
     options.loop_vectorization = speed_level >= 2
     options.slp_vectorization = speed_level >= 2
-    options.loop_unrolling = speed_level >= 2
+    options.loop_unrolling = llvm_unroll and speed_level >= 2
     with _LOCK:
         builder = llvm.create_pass_builder(tm, options)
         manager = builder.getModulePassManager()

@@ -193,26 +193,46 @@ def _address_of(buffer: Buffer) -> Call:
     return Call(DataType("handle", 64), ADDRESS_OF_OP, (BufferLoad(buffer, zeros),))
 
 
+class _Uses(IRVisitor):
+    """What ``_captured`` collects, in one walk that enters each buffer's fields once (a
+    post-order walk re-walked a buffer's shape at every access)."""
+
+    def __init__(self) -> None:
+        self.used_vars: dict[Var, None] = {}
+        self.used_buffers: dict[Buffer, None] = {}
+        self.defined: set[Var] = set()
+        self.allocated: set[Buffer] = set()
+
+    def visit_Var(self, var: Var) -> None:
+        self.used_vars.setdefault(var, None)
+
+    def visit_Buffer(self, buffer: Buffer) -> None:
+        if buffer not in self.used_buffers:
+            self.generic_visit(buffer)  # variables of its shape are used too
+            self.used_buffers[buffer] = None
+
+    def visit_For(self, loop: For) -> None:
+        self.generic_visit(loop)
+        self.defined.add(loop.loop_var)
+
+    def visit_LetStmt(self, stmt: LetStmt) -> None:
+        self.generic_visit(stmt)
+        self.defined.add(stmt.var)
+
+    def visit_Let(self, expr: Let) -> None:
+        self.generic_visit(expr)
+        self.defined.add(expr.var)
+
+    def visit_Allocate(self, stmt: Allocate) -> None:
+        self.generic_visit(stmt)
+        self.allocated.add(stmt.buffer)
+
+
 def _captured(body: Stmt, loop_var: Var) -> tuple[list[Buffer], list[Var]]:
     """Buffers and variables ``body`` uses but does not define, in order of first use."""
-    used_vars: dict[Var, None] = {}
-    used_buffers: dict[Buffer, None] = {}
-    defined: set[Var] = {loop_var}
-    allocated: set[Buffer] = set()
-
-    def collect(node: object) -> None:
-        if isinstance(node, Var):
-            used_vars.setdefault(node, None)
-        elif isinstance(node, Buffer):
-            used_buffers.setdefault(node, None)
-        elif isinstance(node, For):
-            defined.add(node.loop_var)
-        elif isinstance(node, (Let, LetStmt)):
-            defined.add(node.var)
-        elif isinstance(node, Allocate):
-            allocated.add(node.buffer)
-
-    post_order_visit(body, collect)
-    buffers = [buffer for buffer in used_buffers if buffer not in allocated]
-    variables = [var for var in used_vars if var not in defined and not var.dtype.is_handle]
+    uses = _Uses()
+    uses.defined.add(loop_var)
+    uses.visit(body)
+    buffers = [buffer for buffer in uses.used_buffers if buffer not in uses.allocated]
+    variables = [var for var in uses.used_vars if var not in uses.defined and not var.dtype.is_handle]
     return buffers, variables

@@ -41,6 +41,7 @@ from tir.ir import (
     SeqStmt,
     Stmt,
     Sub,
+    Var,
     substitute,
 )
 from tir.transform._common import make_seq, no_op
@@ -92,8 +93,14 @@ def fold_vectors(expr: PrimExpr, analyzer: Analyzer | None = None) -> PrimExpr:
 class _Simplify(IRMutator):
     def __init__(self) -> None:
         self.analyzer = Analyzer()
+        # Variables of the extent-1 loops being removed, replaced in each expression as it is
+        # visited: substituting in the whole loop body first walked that body once more per
+        # nested extent-1 loop (most of this pass's time on unrolled tuner candidates).
+        self.replacements: dict[Var, PrimExpr] = {}
 
     def visit_PrimExpr(self, expr: PrimExpr) -> PrimExpr:
+        if self.replacements:
+            expr = substitute(expr, self.replacements)
         simplified = self.analyzer.simplify(expr)
         folded = _FoldVectors(self.analyzer).visit(simplified)
         if folded is not simplified:
@@ -105,7 +112,11 @@ class _Simplify(IRMutator):
         if isinstance(extent, IntImm) and extent.value <= 0:
             return no_op()
         if isinstance(extent, IntImm) and extent.value == 1 and loop.kind is ForKind.SERIAL and not loop.annotations:
-            return self.visit(substitute(loop.body, {loop.loop_var: start}))
+            self.replacements[loop.loop_var] = start
+            try:
+                return self.visit(loop.body)  # type: ignore[no-any-return]
+            finally:
+                del self.replacements[loop.loop_var]
         self.analyzer.bind(loop.loop_var, Range(start, extent))
         body = self.visit(loop.body)
         return loop.replace(min=start, extent=extent, body=body)

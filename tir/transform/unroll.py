@@ -139,8 +139,15 @@ class _Unroll(IRMutator):
         ):
             copies = []
             for k in range(extent.value):
-                copy = substitute(body, {loop.loop_var: simplify_expr(loop.min + IntImm(k, loop.loop_var.dtype))})
-                copies.append(copy if k == 0 else _FreshDefinitions().visit(copy))
+                value = simplify_expr(loop.min + IntImm(k, loop.loop_var.dtype))
+                if k == 0:
+                    copies.append(substitute(body, {loop.loop_var: value}))
+                else:
+                    # One walk substitutes and renews the definitions (two walks per copy
+                    # were a good part of lowering a heavily unrolled tuner candidate).
+                    fresh = _FreshDefinitions()
+                    fresh.vars[loop.loop_var] = value  # type: ignore[assignment]
+                    copies.append(fresh.visit(body))
             return make_seq(copies)
         annotations = {**loop.annotations, "pragma_unroll": True}
         return loop.replace(kind=ForKind.SERIAL, body=body, annotations=annotations)
