@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from tir.ir import Call, IRModule, PrimFunc, StringImm, post_order_visit
+from tir.ir import Buffer, Call, IRModule, IRVisitor, PrimFunc, StringImm
 from tir.target import Target
 
 
@@ -129,18 +129,33 @@ def check_intrinsic(name: str, target: Target, where: str = "") -> None:
         )
 
 
+class _IntrinsicCalls(IRVisitor):
+    """The LLVM intrinsic calls of a function body, in post order; each buffer's fields are
+    walked once (a plain post-order walk re-walked a buffer's shape at every access)."""
+
+    def __init__(self, func_name: str, found: list[tuple[str, str]]) -> None:
+        self.func_name = func_name
+        self.found = found
+        self.buffers: set[Buffer] = set()
+
+    def visit_Buffer(self, buffer: Buffer) -> None:
+        if buffer not in self.buffers:
+            self.buffers.add(buffer)
+            self.generic_visit(buffer)
+
+    def visit_Call(self, node: Call) -> None:
+        self.generic_visit(node)
+        if node.op in ("call_llvm_intrin", "call_llvm_pure_intrin"):
+            if not node.args or not isinstance(node.args[0], StringImm):
+                raise CodegenError(f"function {self.func_name}: {node.op} needs the intrinsic name as first argument")
+            self.found.append((self.func_name, node.args[0].value))
+
+
 def intrinsic_calls(funcs: Iterable[PrimFunc]) -> list[tuple[str, str]]:
     """``(function name, intrinsic name)`` of every LLVM intrinsic call in ``funcs``."""
     found: list[tuple[str, str]] = []
     for func in funcs:
-
-        def collect(node: object, func_name: str = func.name) -> None:
-            if isinstance(node, Call) and node.op in ("call_llvm_intrin", "call_llvm_pure_intrin"):
-                if not node.args or not isinstance(node.args[0], StringImm):
-                    raise CodegenError(f"function {func_name}: {node.op} needs the intrinsic name as first argument")
-                found.append((func_name, node.args[0].value))
-
-        post_order_visit(func.body, collect)
+        _IntrinsicCalls(func.name, found).visit(func.body)
     return found
 
 
