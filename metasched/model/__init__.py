@@ -1,0 +1,50 @@
+"""Whole models: ONNX import, the operator library, fusion, tasks and the compiled model.
+
+    from metasched import model as msm
+    graph = msm.from_onnx("m.onnx", input_shapes={"x": (1, 3, 224, 224)})
+    compiled = msm.compile(graph, target="llvm", database=None, threads=2)
+    outputs = compiled.run({"x": x})            # dict of output name -> numpy array
+    compiled.save("out/"); compiled = msm.load("out/")
+
+docs/design.md section 10 is the map: onnx.py (import, folding), graph.py, ops/ (one module per
+operator family), fuse.py (groups), compiled.py (tasks, schedules, the runtime plan).
+"""
+
+from __future__ import annotations
+
+from metasched.model.compiled import CompiledModel, CompileReport, compile, load
+from metasched.model.graph import Graph, Node, TensorInfo
+from metasched.model.onnx import ModelImportError, UnsupportedOperatorError, from_onnx
+
+__all__ = [
+    "CompileReport",
+    "CompiledModel",
+    "Graph",
+    "ModelImportError",
+    "Node",
+    "TensorInfo",
+    "UnsupportedOperatorError",
+    "compile",
+    "extract_tasks",
+    "from_onnx",
+    "load",
+]
+
+
+def extract_tasks(graph: Graph, target: str = "llvm") -> list:  # type: ignore[type-arg]
+    """The model's tasks (``metasched.Task``), one per structurally distinct fused group,
+    weight = occurrences, with FLOP counts."""
+    from metasched.model.fuse import lower_group, partition
+    from metasched.task import Task, workload_hash
+
+    tasks: dict[str, Task] = {}
+    for group in partition(graph):
+        if group.kind != "kernel":
+            continue
+        func = lower_group(graph, group)
+        key = workload_hash(func)
+        if key in tasks:
+            tasks[key].weight += 1
+        else:
+            tasks[key] = Task.from_func(func, target, name=group.name)
+    return list(tasks.values())

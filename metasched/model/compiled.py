@@ -1,0 +1,399 @@
+"""``compile``: a Graph -> groups -> tasks (deduplicated by structural hash) -> schedules (default
+rules, or the database's best) -> one shared library -> ``CompiledModel``.
+
+``CompiledModel`` runs the plan: kernels called through ctypes with argument arrays prepared once,
+intermediates in one pre-allocated arena (lifetimes planned, memory reused), views as aliases.
+``save(dir)`` writes ``model.so``, ``graph.json`` and ``constants.npz``; ``load(dir)`` needs
+only numpy and a C loader.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import os
+import shutil
+import tempfile
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+__all__ = ["CompiledModel", "compile", "load"]
+
+ALIGN = 64
+FORMAT_VERSION = 1
+
+
+@dataclass
+class CompileReport:
+    """What ``compile`` did: tasks, where each schedule came from, times and the memory plan."""
+
+    tasks: list[dict[str, Any]] = field(default_factory=list)
+    compile_seconds: float = 0.0
+    build_seconds: float = 0.0
+    schedule_seconds: float = 0.0
+    arena_bytes: int = 0
+    intermediate_bytes: int = 0
+
+    def summary(self) -> str:
+        sources: dict[str, int] = {}
+        for task in self.tasks:
+            sources[task["schedule"]] = sources.get(task["schedule"], 0) + 1
+        return (
+            f"{len(self.tasks)} tasks ({', '.join(f'{v} {k}' for k, v in sources.items())}); "
+            f"compile {self.compile_seconds:.1f} s (schedules {self.schedule_seconds:.1f} s, "
+            f"build {self.build_seconds:.1f} s); arena {self.arena_bytes / 2**20:.1f} MiB for "
+            f"{self.intermediate_bytes / 2**20:.1f} MiB of intermediates"
+        )
+
+
+def compile(  # noqa: A001 - the public name the design gives it
+    graph: Any,
+    target: str = "llvm",
+    database: Any = None,
+    threads: int | None = 2,
+    schedule: str = "default",
+    work_dir: str | os.PathLike[str] | None = None,
+) -> CompiledModel:
+    """Compile a ``Graph`` (or an ONNX path / ModelProto without symbolic inputs) for ``target``.
+
+    ``schedule``: ``"default"`` (rule-based schedules, zero trials) or ``"none"`` (unscheduled
+    programs: slow, for debugging). A ``database`` (path or ``metasched.Database``) overrides
+    the schedule of every task it has a record for."""
+    import tir
+    from metasched.model.fuse import lower_group, partition
+    from metasched.model.graph import Graph
+    from metasched.task import count_flops, workload_hash
+
+    start = time.perf_counter()
+    if not isinstance(graph, Graph):
+        from metasched.model.onnx import from_onnx
+
+        graph = from_onnx(graph)
+    report = CompileReport()
+    groups = partition(graph)
+    tasks: dict[str, dict[str, Any]] = {}
+    steps: list[dict[str, Any]] = []
+    for group in groups:
+        if group.kind == "view":
+            steps.append({"kind": "view", "src": group.nodes[0].inputs[0], "dst": group.outputs[0]})
+            continue
+        func = lower_group(graph, group)
+        key = workload_hash(func)
+        if key not in tasks:
+            tasks[key] = {"name": f"t{len(tasks)}_{group.name.split('_', 1)[1]}"[:60], "func": func, "weight": 0,
+                          "flops": float(count_flops(func)), "key": key}
+        tasks[key]["weight"] += 1
+        steps.append({"kind": "call", "func": tasks[key]["name"], "args": [*group.inputs, *group.outputs],
+                      "group": group.name})
+    db = _open_database(database)
+    t0 = time.perf_counter()
+    scheduled: dict[str, Any] = {}
+    for key, task in tasks.items():
+        func, source = _schedule(task["func"], target, db, schedule)
+        scheduled[task["name"]] = replace(func, name=task["name"])
+        report.tasks.append({"name": task["name"], "weight": task["weight"], "flops": task["flops"],
+                             "schedule": source, "key": key})
+    report.schedule_seconds = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    directory = Path(work_dir) if work_dir is not None else Path(tempfile.mkdtemp(prefix="metasched_model_"))
+    directory.mkdir(parents=True, exist_ok=True)
+    library = _build_library(scheduled, {t["name"]: t["func"] for t in tasks.values()}, target, directory, report)
+    report.build_seconds = time.perf_counter() - t0
+    plan = _plan(graph, steps)
+    plan["functions"] = {name: len(f.params) for name, f in scheduled.items()}
+    model = CompiledModel(plan, {k: graph.constants[k] for k in plan["constants"]}, library, threads)
+    report.arena_bytes = plan["arena_bytes"]
+    report.intermediate_bytes = plan["intermediate_bytes"]
+    report.compile_seconds = time.perf_counter() - start
+    model.report = report
+    del tir
+    return model
+
+
+def _open_database(database: Any) -> Any:
+    if database is None:
+        return None
+    from metasched.database import Database
+
+    return database if isinstance(database, Database) else Database(database)
+
+
+def _schedule(func: Any, target: str, db: Any, mode: str) -> tuple[Any, str]:
+    if db is not None:
+        try:
+            from metasched import apply_database
+        except ImportError:  # the tuner is not there yet: default schedules only
+            apply_database = None
+        if apply_database is not None:
+            try:
+                tuned = apply_database(func, db, target)
+            except Exception:  # a record that no longer replays: fall back, never fail the model
+                tuned = None
+            if tuned is not None:
+                return tuned, "database"
+    if mode == "none":
+        return func, "unscheduled"
+    from metasched.space.default import default_schedule
+
+    scheduled = default_schedule(func, target)
+    return scheduled, "default" if scheduled is not func else "unscheduled"
+
+
+def _build_library(scheduled: dict[str, Any], originals: dict[str, Any], target: str, directory: Path,
+                   report: CompileReport) -> str:
+    """One shared library with every task; a function that fails to build is rebuilt unscheduled."""
+    import tir
+    from tir.ir import IRModule
+
+    funcs = dict(scheduled)
+    try:
+        module = tir.build(IRModule(funcs), target)
+    except Exception:
+        for name, func in list(funcs.items()):
+            try:
+                tir.build(func, target)
+            except Exception:
+                funcs[name] = replace(originals[name], name=name)
+                for task in report.tasks:
+                    if task["name"] == name:
+                        task["schedule"] = "unscheduled (default failed to build)"
+        module = tir.build(IRModule(funcs), target)
+    path = directory / "model.so"
+    module.export_library(path)
+    return str(path)
+
+
+def _plan(graph: Any, steps: list[dict[str, Any]]) -> dict[str, Any]:
+    """Where every value lives: inputs (the caller's arrays), constants, or the arena (offsets
+    from lifetimes: a value's bytes are reused once its last reader has run); views alias."""
+    tensors: dict[str, dict[str, Any]] = {}
+    for name in graph.inputs:
+        info = graph.infos[name]
+        tensors[name] = {"shape": list(info.shape), "dtype": info.dtype, "storage": "input"}
+    constants = []
+    base: dict[str, str] = {}
+    first: dict[str, int] = {}
+    last: dict[str, int] = {}
+
+    def root(name: str) -> str:
+        while name in base:
+            name = base[name]
+        return name
+
+    for index, step in enumerate(steps):
+        reads = step["args"][: len(step["args"]) - 1] if step["kind"] == "call" else [step["src"]]
+        writes = step["args"][-1:] if step["kind"] == "call" else [step["dst"]]
+        for name in reads:
+            if name in graph.constants and name not in tensors:
+                value = graph.constants[name]
+                tensors[name] = {"shape": list(value.shape), "dtype": str(value.dtype), "storage": "const"}
+                constants.append(name)
+            last[root(name)] = index
+        for name in writes:
+            info = graph.infos[name]
+            if step["kind"] == "view":
+                base[name] = step["src"]
+                tensors[name] = {"shape": list(info.shape), "dtype": info.dtype, "storage": "alias",
+                                 "base": root(step["src"])}
+                last[root(name)] = index
+            else:
+                tensors[name] = {"shape": list(info.shape), "dtype": info.dtype, "storage": "arena"}
+                first[name] = index
+                last[name] = index
+    for name in graph.outputs:
+        if name in graph.constants and name not in tensors:
+            value = graph.constants[name]
+            tensors[name] = {"shape": list(value.shape), "dtype": str(value.dtype), "storage": "const"}
+            constants.append(name)
+        last[root(name)] = len(steps)
+    arena = [n for n, t in tensors.items() if t["storage"] == "arena"]
+    sizes = {n: _nbytes(tensors[n]) for n in arena}
+    placed: list[tuple[int, int, int, int]] = []  # offset, size, first, last
+    for name in sorted(arena, key=lambda n: -sizes[n]):
+        size = -(-max(sizes[name], 1) // ALIGN) * ALIGN
+        lo, hi = first[name], last.get(name, first[name])
+        busy = sorted((o, s) for o, s, f, la in placed if not (la < lo or f > hi))
+        offset = 0
+        for o, s in busy:
+            if offset + size <= o:
+                break
+            offset = max(offset, o + s)
+        tensors[name]["offset"] = offset
+        placed.append((offset, size, lo, hi))
+    arena_bytes = max((o + s for o, s, _, _ in placed), default=0)
+    return {
+        "version": FORMAT_VERSION,
+        "inputs": list(graph.inputs),
+        "outputs": list(graph.outputs),
+        "tensors": tensors,
+        "steps": steps,
+        "constants": constants,
+        "arena_bytes": int(arena_bytes),
+        "intermediate_bytes": int(sum(sizes.values())),
+    }
+
+
+def _nbytes(tensor: dict[str, Any]) -> int:
+    return int(np.prod(tensor["shape"], dtype=np.int64)) * np.dtype(tensor["dtype"]).itemsize
+
+
+class CompiledModel:
+    """A compiled model: ``run({"x": array}) -> {output name: array}``."""
+
+    def __init__(self, plan: dict[str, Any], constants: Mapping[str, np.ndarray], library: str,
+                 threads: int | None = None) -> None:
+        self.plan = plan
+        self.library_path = library
+        self.report: CompileReport | None = None
+        self._lib = ctypes.CDLL(library)
+        self._constants = {k: np.ascontiguousarray(v) for k, v in constants.items()}
+        self._arena = np.zeros(max(plan["arena_bytes"], 1) + ALIGN, dtype=np.uint8)
+        shift = (-self._arena.ctypes.data) % ALIGN
+        self._arena_base = shift
+        self._arrays: dict[str, np.ndarray] = {}
+        for name, tensor in plan["tensors"].items():
+            if tensor["storage"] == "arena":
+                self._arrays[name] = self._view(tensor["offset"], tensor)
+            elif tensor["storage"] == "const":
+                self._arrays[name] = self._constants[name].reshape(tensor["shape"])
+        self._calls: list[tuple[Any, Any, list[tuple[int, str]]]] = []
+        for step in plan["steps"]:
+            if step["kind"] != "call":
+                continue
+            function = getattr(self._lib, step["func"])
+            function.restype = ctypes.c_int32
+            function.argtypes = [ctypes.c_void_p]
+            pointers = (ctypes.c_void_p * len(step["args"]))()
+            late = []
+            for slot, name in enumerate(step["args"]):
+                fixed = self._fixed_array(name)
+                if fixed is None:
+                    late.append((slot, name))
+                else:
+                    pointers[slot] = fixed.ctypes.data
+            self._calls.append((function, pointers, late))
+        self.threads = threads
+        self.set_threads(threads)
+
+    # ------------------------------------------------------------ memory
+
+    def _view(self, offset: int, tensor: dict[str, Any]) -> np.ndarray:
+        dtype = np.dtype(tensor["dtype"])
+        count = int(np.prod(tensor["shape"], dtype=np.int64))
+        start = self._arena_base + offset
+        return self._arena[start:start + count * dtype.itemsize].view(dtype).reshape(tensor["shape"])
+
+    def _root(self, name: str) -> str:
+        tensor = self.plan["tensors"][name]
+        return tensor["base"] if tensor["storage"] == "alias" else name
+
+    def _fixed_array(self, name: str) -> np.ndarray | None:
+        root = self._root(name)
+        return self._arrays.get(root)
+
+    @property
+    def arena_bytes(self) -> int:
+        return int(self.plan["arena_bytes"])
+
+    @property
+    def intermediate_bytes(self) -> int:
+        return int(self.plan["intermediate_bytes"])
+
+    # ------------------------------------------------------------ running
+
+    def set_threads(self, threads: int | None) -> None:
+        """Pin the thread count of every parallel loop (None: libgomp's default)."""
+        self.threads = threads
+        try:
+            ctypes.c_int32.in_dll(self._lib, "__tir_num_threads").value = int(threads or 0)
+        except ValueError:
+            pass  # no parallel loop in the library
+
+    @property
+    def input_specs(self) -> dict[str, tuple[tuple[int, ...], str]]:
+        return {n: (tuple(self.plan["tensors"][n]["shape"]), self.plan["tensors"][n]["dtype"])
+                for n in self.plan["inputs"]}
+
+    def _check_inputs(self, inputs: Mapping[str, Any]) -> dict[str, np.ndarray]:
+        expected = self.input_specs
+        unknown = [n for n in inputs if n not in expected]
+        if unknown:
+            raise ValueError(f"unknown input(s) {unknown}; the model's inputs are {list(expected)}")
+        checked = {}
+        for name, (shape, dtype) in expected.items():
+            if name not in inputs:
+                raise ValueError(f"missing input {name!r} (shape {shape}, dtype {dtype})")
+            array = inputs[name]
+            if not isinstance(array, np.ndarray):
+                raise TypeError(f"input {name!r} must be a numpy array, got {type(array).__name__}")
+            if array.dtype != np.dtype(dtype):
+                raise TypeError(f"input {name!r} has dtype {array.dtype}, the model expects {dtype}")
+            if tuple(array.shape) != shape:
+                raise ValueError(f"input {name!r} has shape {tuple(array.shape)}, the model expects {shape}")
+            checked[name] = np.ascontiguousarray(array)
+        return checked
+
+    def run(self, inputs: Mapping[str, Any]) -> dict[str, np.ndarray]:
+        """Run the model on numpy arrays; returns a dict of output name -> array (fresh copies)."""
+        arrays = self._check_inputs(inputs)
+        for function, pointers, late in self._calls:
+            for slot, name in late:
+                pointers[slot] = arrays[self._root(name)].ctypes.data
+            status = function(pointers)
+            if status != 0:
+                raise RuntimeError(f"kernel {function.__name__} failed with status {status}")
+        outputs = {}
+        for name in self.plan["outputs"]:
+            tensor = self.plan["tensors"][name]
+            root = self._root(name)
+            source = arrays[root] if root in arrays else self._arrays[root]
+            outputs[name] = source.reshape(tensor["shape"]).copy()
+        return outputs
+
+    __call__ = run
+
+    def benchmark(self, inputs: Mapping[str, Any], repeat: int = 10, warmup: int = 2) -> float:
+        """Median seconds of one run."""
+        for _ in range(warmup):
+            self.run(inputs)
+        samples = []
+        for _ in range(repeat):
+            start = time.perf_counter()
+            self.run(inputs)
+            samples.append(time.perf_counter() - start)
+        return float(np.median(samples))
+
+    # ------------------------------------------------------------ artifacts
+
+    def save(self, directory: str | os.PathLike[str]) -> str:
+        """``model.so``, ``graph.json`` and ``constants.npz`` in ``directory``."""
+        path = Path(directory)
+        path.mkdir(parents=True, exist_ok=True)
+        if Path(self.library_path).resolve() != (path / "model.so").resolve():
+            shutil.copyfile(self.library_path, path / "model.so")
+        keys = {name: f"c{k}" for k, name in enumerate(self.plan["constants"])}
+        np.savez(path / "constants.npz", **{keys[n]: self._constants[n] for n in self.plan["constants"]})
+        plan = dict(self.plan, constant_keys=keys, threads=self.threads)
+        (path / "graph.json").write_text(json.dumps(plan, indent=1))
+        return str(path)
+
+
+def load(directory: str | os.PathLike[str], threads: int | None = None) -> CompiledModel:
+    """A model saved by ``CompiledModel.save``."""
+    path = Path(directory)
+    graph_file = path / "graph.json"
+    if not graph_file.exists():
+        raise FileNotFoundError(f"{path} holds no saved model (no graph.json)")
+    plan = json.loads(graph_file.read_text())
+    if plan.get("version") != FORMAT_VERSION:
+        raise ValueError(f"{graph_file}: format version {plan.get('version')}, this library reads {FORMAT_VERSION}")
+    keys = plan.pop("constant_keys", {})
+    saved_threads = plan.pop("threads", None)
+    with np.load(path / "constants.npz") as data:
+        constants = {name: data[key] for name, key in keys.items()}
+    return CompiledModel(plan, constants, str(path / "model.so"), threads if threads is not None else saved_threads)

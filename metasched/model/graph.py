@@ -1,0 +1,120 @@
+"""The model graph: nodes, tensors (shape and dtype of every value), constants, fusion groups.
+
+A ``Graph`` is what ``from_onnx`` returns: every shape is concrete, constants are folded, dead
+nodes removed. ``fuse.partition(graph)`` groups its nodes; ``compile`` turns groups into tasks.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from metasched.model.ops import OPS, OpContext, constant_tensor
+from metasched.model.te import FuncBuilder, Tensor
+
+__all__ = ["Graph", "Node", "TensorInfo", "lower_nodes"]
+
+#: Constants up to this many elements are inlined as literals instead of becoming parameters.
+INLINE_LIMIT = 1
+
+
+@dataclass(frozen=True)
+class TensorInfo:
+    shape: tuple[int, ...]
+    dtype: str
+
+    @property
+    def nbytes(self) -> int:
+        return int(np.prod(self.shape, dtype=np.int64)) * np.dtype(self.dtype).itemsize
+
+
+@dataclass
+class Node:
+    op_type: str
+    name: str
+    inputs: list[str]  # "" for an absent optional input
+    outputs: list[str]
+    attrs: dict[str, Any] = field(default_factory=dict)
+    source: Any = field(default=None, repr=False)  # the onnx NodeProto, for constant folding
+
+    def __repr__(self) -> str:
+        return f"Node({self.op_type} {self.name!r}: {self.inputs} -> {self.outputs})"
+
+
+@dataclass
+class Graph:
+    name: str
+    inputs: list[str]
+    outputs: list[str]
+    nodes: list[Node]
+    constants: dict[str, np.ndarray]
+    infos: dict[str, TensorInfo]
+    opset: int
+
+    def consumers(self) -> dict[str, list[Node]]:
+        users: dict[str, list[Node]] = {}
+        for node in self.nodes:
+            for name in node.inputs:
+                if name:
+                    users.setdefault(name, []).append(node)
+        return users
+
+    def producers(self) -> dict[str, Node]:
+        return {out: node for node in self.nodes for out in node.outputs}
+
+    def summary(self) -> str:
+        counts: dict[str, int] = {}
+        for node in self.nodes:
+            counts[node.op_type] = counts.get(node.op_type, 0) + 1
+        ops = ", ".join(f"{k} x{v}" for k, v in sorted(counts.items(), key=lambda kv: -kv[1]))
+        return f"Graph {self.name!r}: {len(self.nodes)} nodes ({ops}), {len(self.constants)} constants"
+
+    def __repr__(self) -> str:
+        return self.summary()
+
+
+def lower_nodes(
+    builder: FuncBuilder,
+    graph_opset: int,
+    nodes: list[Node],
+    infos: dict[str, TensorInfo],
+    constants: dict[str, np.ndarray],
+    env: dict[str, Tensor] | None = None,
+    param_order: list[str] | None = None,
+) -> dict[str, Tensor]:
+    """Lower ``nodes`` in order into ``builder``; values not produced inside become builder inputs
+    (recorded in ``param_order``), single-element constants become literals."""
+    env = {} if env is None else env
+    for node in nodes:
+        op = OPS[node.op_type]
+        values: dict[int, np.ndarray | None] = {}
+        tensors: list[Any] = []
+        for position, name in enumerate(node.inputs):
+            if not name:
+                tensors.append(None)
+                continue
+            if name in constants:
+                values[position] = constants[name]
+            if position in op.value_inputs:
+                tensors.append(None)
+                continue
+            if name not in env:
+                if name in constants and constants[name].size <= INLINE_LIMIT:
+                    env[name] = constant_tensor(constants[name])
+                else:
+                    info = infos[name]
+                    env[name] = builder.input(name, info.shape, info.dtype)
+                    if param_order is not None:
+                        param_order.append(name)
+            tensors.append(env[name])
+        while tensors and tensors[-1] is None:
+            tensors.pop()
+        ctx = OpContext(builder, node.op_type, node.name, node.attrs, graph_opset, values,
+                        num_outputs=len([o for o in node.outputs if o]))
+        outs = op.lower(ctx, tensors)
+        for name, tensor in zip(node.outputs, outs, strict=False):
+            if name:
+                env[name] = tensor
+    return env

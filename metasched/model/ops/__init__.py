@@ -1,0 +1,169 @@
+"""The operator library: one module per operator family, each ONNX operator lowered to stages of
+a ``FuncBuilder`` (``metasched.model.te``).
+
+An operator is registered with ``register(op_type, kind, value_inputs=...)`` on its lowering
+function ``lower(ctx, inputs) -> list[Tensor]``:
+
+- ``kind`` says how fusion treats it: ``"injective"`` (elementwise, broadcast, index
+  remapping: returns lazy tensors, fused into its producer), ``"complex"`` (reductions,
+  convolutions, matmuls: starts a group, injective consumers fuse into it), ``"opaque"``
+  (a group of its own: concat, split) or ``"view"`` (reshape-like: zero-copy, no kernel).
+- ``value_inputs`` are input positions the lowering needs as constant values (a Reshape's
+  shape, a Slice's starts): they must be constants after folding and never become parameters.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from metasched.model.te import FuncBuilder, Tensor, lazy
+from tir.ir import Cast, PrimExpr, Select, const
+from tir.ir.expr import max_expr, min_expr
+
+__all__ = [
+    "OPS",
+    "OpContext",
+    "OpDef",
+    "OpError",
+    "broadcast_shapes",
+    "broadcast_load",
+    "clamp",
+    "register",
+]
+
+
+class OpError(ValueError):
+    """An operator the library cannot lower as given (attribute values, shapes, missing inputs)."""
+
+
+@dataclass
+class OpContext:
+    """What a lowering sees besides its input tensors."""
+
+    builder: FuncBuilder
+    op_type: str
+    name: str
+    attrs: dict[str, Any]
+    opset: int
+    values: dict[int, np.ndarray | None] = field(default_factory=dict)  # constant inputs by position
+    num_outputs: int = 1
+
+    @property
+    def stage(self) -> str:
+        """The name of the op's main block (the op type: equal programs print and hash alike)."""
+        return self.op_type.lower()
+
+    def attr(self, key: str, default: Any = None) -> Any:
+        return self.attrs.get(key, default)
+
+    def value(self, position: int, default: Any = None) -> np.ndarray | None:
+        got = self.values.get(position)
+        return default if got is None else got
+
+    def fail(self, message: str) -> OpError:
+        return OpError(f"{self.op_type} node {self.name!r} (opset {self.opset}): {message}")
+
+
+Lowering = Callable[[OpContext, list[Any]], list[Tensor]]
+
+
+@dataclass(frozen=True)
+class OpDef:
+    op_type: str
+    lower: Lowering
+    kind: str
+    value_inputs: frozenset[int] = frozenset()
+    min_opset: int = 1
+
+
+OPS: dict[str, OpDef] = {}
+
+
+def register(*op_types: str, kind: str, value_inputs: Sequence[int] = ()) -> Callable[[Lowering], Lowering]:
+    def wrap(fn: Lowering) -> Lowering:
+        for op_type in op_types:
+            OPS[op_type] = OpDef(op_type, fn, kind, frozenset(value_inputs))
+        return fn
+
+    return wrap
+
+
+# ---------------------------------------------------------------- helpers shared by the families
+
+
+def broadcast_shapes(*shapes: Sequence[int]) -> tuple[int, ...]:
+    """numpy's broadcasting rule; raises on a mismatch."""
+    ndim = max((len(s) for s in shapes), default=0)
+    out = []
+    for d in range(ndim):
+        extents = {s[d - ndim + len(s)] for s in shapes if d - ndim + len(s) >= 0}
+        extents.discard(1)
+        if len(extents) > 1:
+            raise OpError(f"shapes {[tuple(s) for s in shapes]} do not broadcast")
+        out.append(extents.pop() if extents else 1)
+    return tuple(out)
+
+
+def broadcast_load(tensor: Tensor, indices: Sequence[PrimExpr]) -> PrimExpr:
+    """``tensor`` read at the output ``indices`` of a broadcast (trailing alignment, size-1 axes at 0)."""
+    offset = len(indices) - tensor.ndim
+    picked = [const(0) if extent == 1 else indices[offset + d] for d, extent in enumerate(tensor.shape)]
+    return tensor[tuple(picked)] if picked else tensor.load(())
+
+
+def clamp(index: PrimExpr, extent: int) -> PrimExpr:
+    return min_expr(max_expr(index, 0), extent - 1)
+
+
+def mul(value: PrimExpr, factor: int) -> PrimExpr:
+    return value if factor == 1 else value * factor
+
+
+def cast(value: PrimExpr, dtype: str) -> PrimExpr:
+    return value if str(value.dtype) == dtype else Cast(dtype, value)
+
+
+def select(cond: PrimExpr, a: PrimExpr, b: PrimExpr) -> PrimExpr:
+    return Select(cond, a, b)
+
+
+def normalize_axis(axis: int, ndim: int, ctx: OpContext | None = None) -> int:
+    if not -ndim <= axis < max(ndim, 1):
+        raise OpError(f"axis {axis} out of range for rank {ndim}" if ctx is None else str(ctx.fail(f"axis {axis} out of range for rank {ndim}")))
+    return axis % ndim if ndim else 0
+
+
+def constant_tensor(value: np.ndarray) -> Tensor:
+    """A tiny constant inlined as literals (scalars, or a few elements selected by index)."""
+    array = np.asarray(value)
+    dtype = str(array.dtype)
+    flat = array.reshape(-1)
+    if flat.size == 1:
+        item = flat[0].item()
+        return lazy(array.shape, dtype, lambda *i: const(item, dtype))
+    raise OpError("only single-element constants are inlined")
+
+
+def to_dtype_name(np_dtype: Any) -> str:
+    return str(np.dtype(np_dtype))
+
+
+def _load_families() -> None:
+    # Importing registers the operators.
+    from metasched.model.ops import (  # noqa: F401
+        conv,
+        elementwise,
+        matmul,
+        normalization,
+        pooling,
+        quantization,
+        reduction,
+        shape,
+    )
+
+
+_load_families()

@@ -1,0 +1,176 @@
+"""Convolutions: Conv (groups, depthwise, strides, dilations, pads, auto_pad; 1-D to 3-D) and
+ConvTranspose. Layout NCHW (N, C, spatial...), weights (M, C / group, kernel...)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from metasched.model.ops import OpContext, cast, clamp, mul, register, select
+from metasched.model.te import Tensor, lazy
+from tir.ir import PrimExpr, const
+from tir.ir.expr import And
+
+
+def resolve_pads(
+    ctx: OpContext, spatial: Sequence[int], kernel: Sequence[int], strides: Sequence[int], dilations: Sequence[int]
+) -> tuple[list[int], list[int]]:
+    """Begin and end padding per spatial axis, from ``pads`` or ``auto_pad``."""
+    n = len(spatial)
+    auto_pad = ctx.attr("auto_pad", "NOTSET")
+    if auto_pad in ("NOTSET", "VALID"):
+        pads = list(ctx.attr("pads", [0] * (2 * n))) if auto_pad == "NOTSET" else [0] * (2 * n)
+        return pads[:n], pads[n:]
+    if auto_pad not in ("SAME_UPPER", "SAME_LOWER"):
+        raise ctx.fail(f"auto_pad {auto_pad!r} is not supported")
+    begin, end = [], []
+    for size, k, s, d in zip(spatial, kernel, strides, dilations, strict=True):
+        out = -(-size // s)
+        total = max((out - 1) * s + (k - 1) * d + 1 - size, 0)
+        small = total // 2
+        if auto_pad == "SAME_UPPER":
+            begin.append(small)
+            end.append(total - small)
+        else:
+            begin.append(total - small)
+            end.append(small)
+    return begin, end
+
+
+def pad_tensor(
+    ctx: OpContext, x: Tensor, begin: Sequence[int], end: Sequence[int], value: float, lead: int = 2
+) -> Tensor:
+    """``x`` padded on its axes from ``lead`` on with ``value``, materialized as its own stage
+    (the reductions then read a plain buffer)."""
+    if not any(begin) and not any(end):
+        return x
+    shape = tuple(x.shape[:lead]) + tuple(e + b + a for e, b, a in zip(x.shape[lead:], begin, end, strict=True))
+
+    def element(*i: PrimExpr) -> PrimExpr:
+        conds = []
+        src = list(i[:lead])
+        for d, (b, extent) in enumerate(zip(begin, x.shape[lead:], strict=True)):
+            j = i[lead + d] - b
+            if b or end[d]:
+                conds.append(And(j >= 0, j < extent))
+                j = clamp(j, extent)
+            src.append(j)
+        loaded = x[tuple(src)]
+        if not conds:
+            return loaded
+        cond = conds[0]
+        for c in conds[1:]:
+            cond = And(cond, c)
+        return select(cond, loaded, const(value, x.dtype))
+
+    return ctx.builder.compute(ctx.stage + "_pad", shape, element, x.dtype)
+
+
+def conv_output_size(size: int, k: int, s: int, d: int, pb: int, pe: int) -> int:
+    return (size + pb + pe - ((k - 1) * d + 1)) // s + 1
+
+
+def lower_conv(ctx: OpContext, x: Tensor, w: Tensor, acc_dtype: str = "float32",
+               x_zero: PrimExpr | None = None, w_zero: PrimExpr | None = None) -> Tensor:
+    n_sp = x.ndim - 2
+    kernel = list(ctx.attr("kernel_shape", w.shape[2:]))
+    strides = list(ctx.attr("strides", [1] * n_sp))
+    dilations = list(ctx.attr("dilations", [1] * n_sp))
+    group = int(ctx.attr("group", 1))
+    begin, end = resolve_pads(ctx, x.shape[2:], kernel, strides, dilations)
+    channels = x.shape[1]
+    if channels % group or w.shape[0] % group or w.shape[1] * group != channels:
+        raise ctx.fail(f"input channels {channels}, weight {w.shape} and group {group} do not agree")
+    pad_value = 0.0 if x_zero is None else x_zero
+    if x_zero is not None and hasattr(x_zero, "value"):
+        pad_value = x_zero.value  # type: ignore[attr-defined]
+    padded = pad_tensor(ctx, x, begin, end, pad_value)  # type: ignore[arg-type]
+    out_sp = [
+        conv_output_size(x.shape[2 + d], kernel[d], strides[d], dilations[d], begin[d], end[d]) for d in range(n_sp)
+    ]
+    m = w.shape[0]
+    cpg, mpg = w.shape[1], m // group
+    shape = (x.shape[0], m, *out_sp)
+
+    def element(s: tuple[PrimExpr, ...], r: tuple[PrimExpr, ...]) -> PrimExpr:
+        nn, oc = s[0], s[1]
+        ic = r[0]
+        in_c = ic if group == 1 else (oc // mpg) * cpg + ic
+        idx = [nn, in_c] + [mul(s[2 + d], strides[d]) + mul(r[1 + d], dilations[d]) for d in range(n_sp)]
+        a = padded[tuple(idx)]
+        b = w[(oc, ic, *r[1:])]
+        if acc_dtype != x.dtype:
+            a = cast(a, acc_dtype)
+            b = cast(b, acc_dtype)
+            if x_zero is not None:
+                a = a - cast(x_zero, acc_dtype)
+            if w_zero is not None:
+                b = b - cast(w_zero, acc_dtype)
+        return a * b
+
+    return ctx.builder.reduce(ctx.stage, shape, (cpg, *kernel), element, "sum", dtype=acc_dtype)
+
+
+@register("Conv", kind="complex")
+def _conv(ctx: OpContext, inputs: list[Any]) -> list[Tensor]:
+    x, w = inputs[0], inputs[1]
+    bias = inputs[2] if len(inputs) > 2 else None
+    y = lower_conv(ctx, x, w, x.dtype)
+    if bias is None:
+        return [y]
+    return [lazy(y.shape, y.dtype, lambda *i: y[i] + bias[(i[1],)])]
+
+
+@register("ConvTranspose", kind="complex")
+def _conv_transpose(ctx: OpContext, inputs: list[Any]) -> list[Tensor]:
+    x, w = inputs[0], inputs[1]
+    bias = inputs[2] if len(inputs) > 2 else None
+    n_sp = x.ndim - 2
+    kernel = list(ctx.attr("kernel_shape", w.shape[2:]))
+    strides = list(ctx.attr("strides", [1] * n_sp))
+    dilations = list(ctx.attr("dilations", [1] * n_sp))
+    group = int(ctx.attr("group", 1))
+    out_pad = list(ctx.attr("output_padding", [0] * n_sp))
+    in_sp = x.shape[2:]
+    cpg, mpg = x.shape[1] // group, w.shape[1]
+    pads = list(ctx.attr("pads", [0] * (2 * n_sp)))
+    out_shape_attr = ctx.attr("output_shape")
+    auto_pad = ctx.attr("auto_pad", "NOTSET")
+    full = [strides[d] * (in_sp[d] - 1) + out_pad[d] + (kernel[d] - 1) * dilations[d] + 1 for d in range(n_sp)]
+    if out_shape_attr is not None or auto_pad in ("SAME_UPPER", "SAME_LOWER"):
+        target = list(out_shape_attr)[-n_sp:] if out_shape_attr is not None else [in_sp[d] * strides[d] for d in range(n_sp)]
+        pads = [0] * (2 * n_sp)
+        for d in range(n_sp):
+            total = full[d] - target[d]
+            if auto_pad == "SAME_UPPER":
+                pads[d], pads[n_sp + d] = total // 2, total - total // 2
+            else:
+                pads[d], pads[n_sp + d] = total - total // 2, total // 2
+    out_sp = [full[d] - pads[d] - pads[n_sp + d] for d in range(n_sp)]
+    shape = (x.shape[0], mpg * group, *out_sp)
+
+    def element(s: tuple[PrimExpr, ...], r: tuple[PrimExpr, ...]) -> PrimExpr:
+        nn, oc = s[0], s[1]
+        g = oc // mpg if group > 1 else const(0)
+        ic = g * cpg + r[0] if group > 1 else r[0]
+        conds = []
+        idx: list[PrimExpr] = [nn, ic]
+        for d in range(n_sp):
+            t = s[2 + d] + pads[d] - r[1 + d] * dilations[d]
+            q = t // strides[d]
+            cond = And(t >= 0, q < in_sp[d])
+            if strides[d] > 1:
+                cond = And(cond, (t % strides[d]).equal(0))
+            conds.append(cond)
+            idx.append(clamp(q, in_sp[d]))
+        cond = conds[0]
+        for c in conds[1:]:
+            cond = And(cond, c)
+        oc_in = oc % mpg if group > 1 else oc
+        value = x[tuple(idx)] * w[(ic, oc_in, *r[1:])]
+        return select(cond, value, const(0.0, x.dtype))
+
+    y = ctx.builder.reduce(ctx.stage, shape, (cpg, *kernel), element, "sum", dtype=x.dtype)
+    if bias is None:
+        return [y]
+    return [lazy(y.shape, y.dtype, lambda *i: y[i] + bias[(i[1],)])]

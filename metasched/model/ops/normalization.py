@@ -1,0 +1,134 @@
+"""Softmax / LogSoftmax (opset < 13: the flattened trailing axes; from 13: one axis),
+LayerNormalization, InstanceNormalization and LRN."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from metasched.model.ops import OpContext, normalize_axis, register, select
+from metasched.model.ops.elementwise import call
+from metasched.model.ops.reduction import lower_reduce
+from metasched.model.te import Tensor, lazy
+from tir.ir import PrimExpr, const
+from tir.ir.expr import And
+
+
+def _gather_reduced(y: Tensor, axes: list[int], i: tuple[PrimExpr, ...]) -> PrimExpr:
+    return y[tuple(const(0) if d in axes else v for d, v in enumerate(i))]
+
+
+def _softmax(ctx: OpContext, inputs: list[Any], log: bool) -> list[Tensor]:
+    x = inputs[0]
+    default = -1 if ctx.opset >= 13 else 1
+    axis = normalize_axis(int(ctx.attr("axis", default)), x.ndim, ctx)
+    axes = [axis] if ctx.opset >= 13 else list(range(axis, x.ndim))
+    m = lower_reduce(ctx, x, axes, "max", True, name=ctx.stage + "_max")
+    s = lower_reduce(
+        ctx, lazy(x.shape, x.dtype, lambda *i: call("exp", x[i] - _gather_reduced(m, axes, i))), axes, "sum", True,
+        name=ctx.stage + "_sum",
+    )
+    if log:
+        return [lazy(x.shape, x.dtype,
+                     lambda *i: x[i] - _gather_reduced(m, axes, i) - call("log", _gather_reduced(s, axes, i)))]
+    return [lazy(x.shape, x.dtype,
+                 lambda *i: call("exp", x[i] - _gather_reduced(m, axes, i)) / _gather_reduced(s, axes, i))]
+
+
+@register("Softmax", kind="complex")
+def _softmax_op(ctx: OpContext, inputs: list[Any]) -> list[Tensor]:
+    return _softmax(ctx, inputs, log=False)
+
+
+@register("LogSoftmax", kind="complex")
+def _log_softmax_op(ctx: OpContext, inputs: list[Any]) -> list[Tensor]:
+    return _softmax(ctx, inputs, log=True)
+
+
+def _normalize(ctx: OpContext, x: Tensor, axes: list[int], eps: float, scale: Any, bias: Any,
+               param_index: Any) -> Tensor:
+    count = 1
+    for d in axes:
+        count *= x.shape[d]
+    inv = const(1.0 / count, x.dtype)
+    mean = lower_reduce(ctx, x, axes, "sum", True, name=ctx.stage + "_mean")
+    var = lower_reduce(
+        ctx, lazy(x.shape, x.dtype, lambda *i: _sq(x[i] - _gather_reduced(mean, axes, i) * inv)), axes, "sum", True,
+        name=ctx.stage + "_var",
+    )
+
+    def element(*i: PrimExpr) -> PrimExpr:
+        mu = _gather_reduced(mean, axes, i) * inv
+        v = (x[i] - mu) / call("sqrt", _gather_reduced(var, axes, i) * inv + const(eps, x.dtype))
+        if scale is not None:
+            v = v * scale[param_index(i)]
+        if bias is not None:
+            v = v + bias[param_index(i)]
+        return v
+
+    return lazy(x.shape, x.dtype, element)
+
+
+def _sq(v: PrimExpr) -> PrimExpr:
+    return v * v
+
+
+@register("LayerNormalization", kind="complex")
+def _layer_norm(ctx: OpContext, inputs: list[Any]) -> list[Tensor]:
+    if ctx.num_outputs > 1:
+        raise ctx.fail("the Mean and InvStdDev outputs are not supported")
+    x = inputs[0]
+    scale = inputs[1] if len(inputs) > 1 else None
+    bias = inputs[2] if len(inputs) > 2 else None
+    axis = normalize_axis(int(ctx.attr("axis", -1)), x.ndim, ctx)
+    axes = list(range(axis, x.ndim))
+
+    def param_index(i: tuple[PrimExpr, ...], t: Tensor) -> tuple[PrimExpr, ...]:
+        # scale and bias broadcast against the normalized axes
+        tail = i[len(i) - t.ndim:]
+        return tuple(const(0) if e == 1 else v for e, v in zip(t.shape, tail, strict=True))
+
+    scale_t = scale
+    bias_t = bias
+
+    class _Bound:
+        def __init__(self, t: Tensor) -> None:
+            self.t = t
+
+        def __getitem__(self, i: tuple[PrimExpr, ...]) -> PrimExpr:
+            return self.t[param_index(i, self.t)]
+
+    return [_normalize(ctx, x, axes, float(ctx.attr("epsilon", 1e-5)),
+                       None if scale_t is None else _Bound(scale_t), None if bias_t is None else _Bound(bias_t),
+                       lambda i: i)]
+
+
+@register("InstanceNormalization", kind="complex")
+def _instance_norm(ctx: OpContext, inputs: list[Any]) -> list[Tensor]:
+    x, scale, bias = inputs[:3]
+    axes = list(range(2, x.ndim))
+    return [_normalize(ctx, x, axes, float(ctx.attr("epsilon", 1e-5)), scale, bias, lambda i: (i[1],))]
+
+
+@register("LRN", kind="complex")
+def _lrn(ctx: OpContext, inputs: list[Any]) -> list[Tensor]:
+    x = inputs[0]
+    size = int(ctx.attr("size"))
+    alpha, beta, bias = float(ctx.attr("alpha", 1e-4)), float(ctx.attr("beta", 0.75)), float(ctx.attr("bias", 1.0))
+    channels = x.shape[1]
+    lo = (size - 1) // 2
+
+    def element(s: tuple[PrimExpr, ...], r: tuple[PrimExpr, ...]) -> PrimExpr:
+        c = s[1] - lo + r[0]
+        inside = And(c >= 0, c < channels)
+        from metasched.model.ops import clamp
+
+        v = x[(s[0], clamp(c, channels), *s[2:])]
+        return select(inside, v * v, const(0.0, x.dtype))
+
+    sq = ctx.builder.reduce(ctx.stage + "_sq", x.shape, (size,), element, "sum", dtype=x.dtype)
+
+    def out(*i: PrimExpr) -> PrimExpr:
+        base = const(bias, x.dtype) + const(alpha / size, x.dtype) * sq[i]
+        return x[i] / call("pow", base, const(beta, x.dtype))
+
+    return [lazy(x.shape, x.dtype, out)]

@@ -1,0 +1,105 @@
+"""Pooling: MaxPool, AveragePool (count_include_pad, ceil_mode, auto_pad), GlobalAveragePool,
+GlobalMaxPool. Layout NCHW; any number of spatial axes."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from metasched.model.ops import OpContext, mul, register
+from metasched.model.ops.conv import pad_tensor, resolve_pads
+from metasched.model.te import Tensor, _lowest, lazy
+from tir.ir import Cast, PrimExpr, const
+from tir.ir.expr import max_expr, min_expr
+
+
+def _out_size(size: int, k: int, s: int, d: int, pb: int, pe: int, ceil_mode: bool) -> int:
+    span = size + pb + pe - ((k - 1) * d + 1)
+    out = (-(-span // s) if ceil_mode else span // s) + 1
+    # ceil mode: the last window must start inside the input or the begin padding
+    if ceil_mode and (out - 1) * s >= size + pb:
+        out -= 1
+    return out
+
+
+def _pool(ctx: OpContext, x: Tensor, kind: str) -> Tensor:
+    n_sp = x.ndim - 2
+    kernel = list(ctx.attr("kernel_shape"))
+    strides = list(ctx.attr("strides", [1] * n_sp))
+    dilations = list(ctx.attr("dilations", [1] * n_sp))
+    ceil_mode = bool(ctx.attr("ceil_mode", 0))
+    begin, end = resolve_pads(ctx, x.shape[2:], kernel, strides, dilations)
+    out_sp = [
+        _out_size(x.shape[2 + d], kernel[d], strides[d], dilations[d], begin[d], end[d], ceil_mode) for d in range(n_sp)
+    ]
+    # The padded input must cover every window, ceil mode's last partial one included.
+    end_full = [max(end[d], (out_sp[d] - 1) * strides[d] + (kernel[d] - 1) * dilations[d] + 1 - x.shape[2 + d] - begin[d])
+                for d in range(n_sp)]
+    fill = _lowest(x.dtype) if kind == "max" else 0.0
+    padded = pad_tensor(ctx, x, begin, end_full, fill)
+    shape = (*x.shape[:2], *out_sp)
+
+    def element(s: tuple[PrimExpr, ...], r: tuple[PrimExpr, ...]) -> PrimExpr:
+        idx = [s[0], s[1]] + [mul(s[2 + d], strides[d]) + mul(r[d], dilations[d]) for d in range(n_sp)]
+        return padded[tuple(idx)]
+
+    y = ctx.builder.reduce(ctx.stage, shape, kernel, element, "max" if kind == "max" else "sum", dtype=x.dtype)
+    if kind == "max":
+        return y
+    count_pad = bool(ctx.attr("count_include_pad", 0))
+
+    def average(*i: PrimExpr) -> PrimExpr:
+        count: PrimExpr | None = None
+        for d in range(n_sp):
+            start = i[2 + d] * strides[d] - begin[d]
+            stop = start + (kernel[d] - 1) * dilations[d] + 1
+            if count_pad:
+                # padded positions count, the ceil-mode overhang beyond the end padding does not
+                lo, hi = max_expr(start, -begin[d]), min_expr(stop, x.shape[2 + d] + end[d])
+            else:
+                lo, hi = max_expr(start, 0), min_expr(stop, x.shape[2 + d])
+            extent = (hi - lo + dilations[d] - 1) // dilations[d] if dilations[d] > 1 else hi - lo
+            count = extent if count is None else count * extent
+        assert count is not None
+        return y[i] / Cast(x.dtype, count)
+
+    return lazy(shape, x.dtype, average)
+
+
+@register("MaxPool", kind="complex")
+def _max_pool(ctx: OpContext, inputs: list[Any]) -> list[Tensor]:
+    if ctx.num_outputs > 1:
+        raise ctx.fail("the Indices output of MaxPool is not supported")
+    if ctx.attr("storage_order", 0):
+        raise ctx.fail("storage_order=1 is not supported")
+    return [_pool(ctx, inputs[0], "max")]
+
+
+@register("AveragePool", kind="complex")
+def _avg_pool(ctx: OpContext, inputs: list[Any]) -> list[Tensor]:
+    return [_pool(ctx, inputs[0], "avg")]
+
+
+def _global(ctx: OpContext, x: Tensor, kind: str) -> Tensor:
+    sp = x.shape[2:]
+    shape = (*x.shape[:2], *([1] * len(sp)))
+
+    def element(s: tuple[PrimExpr, ...], r: tuple[PrimExpr, ...]) -> PrimExpr:
+        return x[(s[0], s[1], *r)]
+
+    y = ctx.builder.reduce(ctx.stage, shape, sp, element, "max" if kind == "max" else "sum", dtype=x.dtype)
+    if kind == "max":
+        return y
+    total = 1
+    for e in sp:
+        total *= e
+    return lazy(shape, x.dtype, lambda *i: y[i] * const(1.0 / total, x.dtype))
+
+
+@register("GlobalAveragePool", kind="complex")
+def _global_avg(ctx: OpContext, inputs: list[Any]) -> list[Tensor]:
+    return [_global(ctx, inputs[0], "avg")]
+
+
+@register("GlobalMaxPool", kind="complex")
+def _global_max(ctx: OpContext, inputs: list[Any]) -> list[Tensor]:
+    return [_global(ctx, inputs[0], "max")]
