@@ -89,7 +89,7 @@ def compile(  # noqa: A001 - the public name the design gives it
                           "flops": float(count_flops(func)), "key": key}
         tasks[key]["weight"] += 1
         steps.append({"kind": "call", "func": tasks[key]["name"], "args": [*group.inputs, *group.outputs],
-                      "group": group.name})
+                      "outputs": len(group.outputs), "group": group.name})
     db = _open_database(database)
     t0 = time.perf_counter()
     scheduled: dict[str, Any] = {}
@@ -186,8 +186,9 @@ def _plan(graph: Any, steps: list[dict[str, Any]]) -> dict[str, Any]:
         return name
 
     for index, step in enumerate(steps):
-        reads = step["args"][: len(step["args"]) - 1] if step["kind"] == "call" else [step["src"]]
-        writes = step["args"][-1:] if step["kind"] == "call" else [step["dst"]]
+        count = step.get("outputs", 1)
+        reads = step["args"][: len(step["args"]) - count] if step["kind"] == "call" else [step["src"]]
+        writes = step["args"][len(step["args"]) - count:] if step["kind"] == "call" else [step["dst"]]
         for name in reads:
             if name in graph.constants and name not in tensors:
                 value = graph.constants[name]
