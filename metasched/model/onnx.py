@@ -19,7 +19,7 @@ from metasched.model.te import FuncBuilder
 
 __all__ = ["ModelImportError", "UnsupportedOperatorError", "from_onnx"]
 
-MIN_OPSET, MAX_OPSET = 7, 21
+MIN_OPSET, MAX_OPSET = 6, 21
 #: Folding stops producing constants larger than this (a big broadcast stays a kernel).
 FOLD_LIMIT = 1 << 26
 
