@@ -221,7 +221,7 @@ def test_categorical_refuses(args: tuple, message: str) -> None:  # type: ignore
 def test_compute_location_sample_and_apply(golden) -> None:  # type: ignore[no-untyped-def]
     sch = Schedule(pipeline, seed=0)
     block = sch.get_block("B")
-    location = sch.sample_compute_location(block, decision=1)
+    location = sch.sample_compute_location(block, decision=3)  # scope loops: B's i, j, then C's i, j
     sch.apply_compute_location(block, location)
     check_schedule(sch, pipeline, golden, "schedule/sampling_compute_location")
     consumer_j = sch.get_loops(sch.get_block("C"))[1]
@@ -238,8 +238,8 @@ def _apply_decision(decision: int) -> Schedule:
 def test_compute_location_decisions_mean_loop_root_inline() -> None:
     consumer = pipeline.body.block.body.stmts[1]  # type: ignore[attr-defined]
     i, j = consumer.loop_var, consumer.body.loop_var
-    tir.assert_structural_equal(_apply_decision(0).func, compute_at(pipeline, "B", i))
-    tir.assert_structural_equal(_apply_decision(1).func, compute_at(pipeline, "B", j))
+    tir.assert_structural_equal(_apply_decision(2).func, compute_at(pipeline, "B", i))
+    tir.assert_structural_equal(_apply_decision(3).func, compute_at(pipeline, "B", j))
     tir.assert_structural_equal(_apply_decision(-1).func, pipeline)
     tir.assert_structural_equal(_apply_decision(-2).func, compute_inline(pipeline, "B"))
     root = Schedule(pipeline)
@@ -257,12 +257,12 @@ def test_compute_location_sampling_is_reproducible_and_covers_every_choice() -> 
         return [inst.decision for inst in sch.trace if inst.kind == "sample_compute_location"]
 
     assert decisions(4) == decisions(4)
-    assert set(decisions(4)) == {0, 1, -1, -2}
+    assert set(decisions(4)) == {2, 3, -1, -2}  # B's own loops 0, 1 are refused
 
 
-@pytest.mark.parametrize("new_decision", [0, -1, -2])
+@pytest.mark.parametrize("new_decision", [2, -1, -2])
 def test_compute_location_trace_replays_with_a_changed_decision(new_decision: int) -> None:
-    sch = _apply_decision(1)
+    sch = _apply_decision(3)
     position = next(p for p, inst in enumerate(sch.trace) if inst.kind == "sample_compute_location")
     mutated = Trace.from_json(sch.trace.with_decision(position, new_decision).to_json())
     fresh = Schedule(pipeline)
@@ -273,8 +273,10 @@ def test_compute_location_trace_replays_with_a_changed_decision(new_decision: in
 def test_compute_location_refuses_a_bad_decision() -> None:
     sch = Schedule(pipeline)
     block = sch.get_block("B")
-    with pytest.raises(ScheduleError, match=r"one of \[0, 1, -1, -2\]; got 2"):
-        sch.sample_compute_location(block, decision=2)
+    with pytest.raises(ScheduleError, match=r"a loop position in \[0, 4\) of the block's scope, -1 .* or -2 .*; got 4"):
+        sch.sample_compute_location(block, decision=4)
+    with pytest.raises(ScheduleError, match="the decision 1 is refused: compute_at: block 'B': the block is already under"):
+        sch.sample_compute_location(block, decision=1)
     with pytest.raises(ScheduleError, match="got 'root'"):
         sch.sample_compute_location(block, decision="root")  # type: ignore[arg-type]
     assert sch.func is pipeline
@@ -284,7 +286,7 @@ def test_compute_location_refuses_inline_when_inlining_is_illegal() -> None:
     sch = Schedule(matmul)
     block = sch.get_block("C")
     # C has no consumer (no loop candidate) and, as an output, cannot be inlined.
-    with pytest.raises(ScheduleError, match=r"one of \[-1\] \(-2, inline, is not possible for this block\); got -2"):
+    with pytest.raises(ScheduleError, match=r"the decision -2 is refused: compute_inline: .*"):
         sch.sample_compute_location(block, decision=-2)
     assert sch.sample_compute_location(block).loop_var is ROOT_LOCATION
 

@@ -202,27 +202,39 @@ def reverse_compute_at(func: PrimFunc, block_name: str, loop_var: Var, preserve_
     return result
 
 
-def compute_location_candidates(func: PrimFunc, block_name: str, reverse: bool = False) -> list[Var]:
-    """The loop variables of the loops that ``compute_at`` (``reverse_compute_at`` when
-    ``reverse``) of ``block_name`` accepts, in program order. For sampling a location: only
-    the checks run, no program is built (except under a parallel loop, whose independence is
-    checked on the result)."""
+def check_compute_at(func: PrimFunc, block_name: str, loop_var: Var, reverse: bool = False) -> None:
+    """Raise the ``ScheduleError`` that ``compute_at`` (``reverse_compute_at`` when ``reverse``)
+    of ``block_name`` at ``loop_var`` would raise, running only its checks (the program is built
+    only under a parallel loop, whose independence is checked on the result)."""
+    index = TreeIndex(func)
+    _plan(index, block_name, loop_var, reverse)
+    loop = index.loops[id(loop_var)]
+    if loop.kind is ForKind.PARALLEL or any(
+        isinstance(node, For) and node.kind is ForKind.PARALLEL for node in index.ancestors(loop)
+    ):
+        (reverse_compute_at if reverse else compute_at)(func, block_name, loop_var)
+
+
+def scope_loops(func: PrimFunc, block_name: str) -> list[Var]:
+    """The loop variables of the loops in ``block_name``'s scope (not inside nested blocks), in
+    program order: the positions ``sample_compute_location`` decisions name."""
     index = TreeIndex(func)
     realize = index.blocks.get(block_name)
     if realize is None:
         return []
-    scope = index.scope_block(realize)
+    return [loop.loop_var for loop in _loops_in_order(index, index.scope_block(realize))]
+
+
+def compute_location_candidates(func: PrimFunc, block_name: str, reverse: bool = False) -> list[Var]:
+    """The loop variables of the loops that ``compute_at`` (``reverse_compute_at`` when
+    ``reverse``) of ``block_name`` accepts, in program order."""
     found = []
-    for loop in _loops_in_order(index, scope):
+    for loop_var in scope_loops(func, block_name):
         try:
-            _plan(index, block_name, loop.loop_var, reverse)
-            if loop.kind is ForKind.PARALLEL or any(
-                isinstance(node, For) and node.kind is ForKind.PARALLEL for node in index.ancestors(loop)
-            ):
-                (reverse_compute_at if reverse else compute_at)(func, block_name, loop.loop_var)
+            check_compute_at(func, block_name, loop_var, reverse)
         except ScheduleError:
             continue
-        found.append(loop.loop_var)
+        found.append(loop_var)
     return found
 
 
@@ -806,4 +818,11 @@ class ComputeLocationPrimitives:
         )
 
 
-__all__ = ["ComputeLocationPrimitives", "compute_at", "compute_location_candidates", "reverse_compute_at"]
+__all__ = [
+    "ComputeLocationPrimitives",
+    "check_compute_at",
+    "compute_at",
+    "compute_location_candidates",
+    "reverse_compute_at",
+    "scope_loops",
+]

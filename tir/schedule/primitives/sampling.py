@@ -222,16 +222,21 @@ class SamplingPrimitives:
         """Sample where to compute ``block``: a loop where ``compute_at`` accepts it, "leave it
         where it is", or "inline it" (when ``compute_inline`` accepts it), uniformly among them.
 
-        The candidate loops are those ``compute_at`` accepts for the block in the current
-        program, in program order. The decision is an index into them, or ``-1`` (leave in
-        place: the result is the special handle whose ``loop_var`` is ``ROOT_LOCATION``) or
-        ``-2`` (inline: ``INLINE_LOCATION``). The result is always a ``LoopRV``, so the trace
-        can pass it on; ``apply_compute_location`` acts on it::
+        A decision ``k >= 0`` names the ``k``-th loop of the block's scope in program order (every
+        loop, not only the accepted ones, so a decision means the same loop whatever the checks
+        say); ``-1`` leaves the block in place (the result is the special handle whose
+        ``loop_var`` is ``ROOT_LOCATION``) and ``-2`` inlines it (``INLINE_LOCATION``). The result
+        is always a ``LoopRV``, so the trace can pass it on; ``apply_compute_location`` acts on
+        it::
 
             loc = sch.sample_compute_location(sch.get_block("B"))
             sch.apply_compute_location(sch.get_block("B"), loc)
 
-        Before (B's consumer C has loops ``i, j``)::
+        Sampling draws the choices in a random order and takes the first one the checks accept
+        (the same uniform choice as checking them all, at the cost of a few checks: the tuner
+        samples this for every candidate).
+
+        Before (B has loops ``i, j``, its consumer C loops ``i, j``: scope loops 0 to 3)::
 
             for i, j in T.grid(16, 16):
                 with T.block("B"):
@@ -240,30 +245,34 @@ class SamplingPrimitives:
                 with T.block("C"):
                     ...  B[vi, vj] ...
 
-        After applying the decision ``0`` (the candidates are C's ``i`` and ``j``): B computed
-        at C's ``i``, as ``compute_at`` does it.
+        After applying the decision ``2`` (C's ``i``): B computed at C's ``i``, as
+        ``compute_at`` does it.
 
-        Refused: a decision that is not an integer, an index out of range, ``-2`` when the
-        block cannot be inlined.
+        Refused: a decision that is not an integer or not a loop position, ``-1`` or ``-2``; a
+        loop where ``compute_at`` refuses the block (its reason is given); ``-2`` when the block
+        cannot be inlined.
         """
         primitive = "sample_compute_location"
         realize = self.resolve_block(block, primitive)  # type: ignore[attr-defined]
         name = realize.block.name
-        loops = _location_candidates(self, name)
-        inline_ok = _inline_legal(self, name)
-        choices = list(range(len(loops))) + [-1] + ([-2] if inline_ok else [])
+        loops = _scope_loops(self, realize)
+        choices = list(range(len(loops))) + [-1, -2]
         if decision is not None:
             if isinstance(decision, bool) or not isinstance(decision, int) or decision not in choices:
-                note = "" if inline_ok else " (-2, inline, is not possible for this block)"
                 raise ScheduleError(
                     primitive,
                     block_target(realize),
-                    f"the decision must be an index in [0, {len(loops)}), -1 (leave in place) or -2 (inline), "
-                    f"one of {choices}{note}; got {decision!r}",
+                    f"the decision must be a loop position in [0, {len(loops)}) of the block's scope, "
+                    f"-1 (leave in place) or -2 (inline); got {decision!r}",
                 )
+            reason = _location_refusal(self, name, loops, decision)
+            if reason is not None:
+                raise ScheduleError(primitive, block_target(realize), f"the decision {decision} is refused: {reason}")
             chosen = decision
         else:
-            chosen = self.rng.choice(choices)  # type: ignore[attr-defined]
+            order = list(choices)
+            self.rng.shuffle(order)  # type: ignore[attr-defined]
+            chosen = next(c for c in order if _location_refusal(self, name, loops, c) is None)
         if chosen == -1:
             var = ROOT_LOCATION
         elif chosen == -2:
@@ -322,20 +331,29 @@ def _check_tile_decision(
     return sizes
 
 
-def _location_candidates(sch: Any, block_name: str) -> list[Var]:
-    from tir.schedule.primitives.compute_location import compute_location_candidates
+def _scope_loops(sch: Any, realize: Any) -> list[Var]:
+    """The loop variables of the block's scope (not inside nested blocks), in program order."""
+    from tir.schedule.primitives.compute_location import scope_loops
 
-    return list(compute_location_candidates(sch.func, block_name))
+    return scope_loops(sch.func, realize.block.name)
 
 
-def _inline_legal(sch: Any, block_name: str) -> bool:
-    from tir.schedule.primitives.inline import compute_inline
-
+def _location_refusal(sch: Any, block_name: str, loops: list[Var], choice: int) -> str | None:
+    """Why the location ``choice`` (a scope loop position, -1 or -2) is refused, or None."""
+    if choice == -1:
+        return None
     try:
-        compute_inline(sch.func, block_name)
-    except ScheduleError:
-        return False
-    return True
+        if choice == -2:
+            from tir.schedule.primitives.inline import compute_inline
+
+            compute_inline(sch.func, block_name)
+        else:
+            from tir.schedule.primitives.compute_location import check_compute_at
+
+            check_compute_at(sch.func, block_name, loops[choice])
+    except ScheduleError as error:
+        return f"{error.primitive}: {error.target}: {error.rule}"
+    return None
 
 
 __all__ = [
