@@ -79,13 +79,7 @@ def test_perfect_tile_samples_are_valid_and_uniform() -> None:
     assert set(counts) == {(16, 1), (8, 2), (4, 4), (2, 8), (1, 16)}
     assert all(300 < c < 500 for c in counts.values()), counts
     # Three factors of 48, innermost at most 4: every one of them shows up, no other does.
-    valid = {
-        (a, b, c)
-        for a in range(1, 49)
-        for b in range(1, 49)
-        for c in range(1, 5)
-        if a * b * c == 48
-    }
+    valid = {(a, b, c) for a in range(1, 49) for b in range(1, 49) for c in range(1, 5) if a * b * c == 48}
     seen = Counter(tuple(sample_perfect_tile(rng, 48, 3, 4)) for _ in range(3000))
     assert set(seen) == valid
     assert count_factorizations(48, 3) == 45 and count_factorizations(1, 0) == 1 and count_factorizations(2, 0) == 0
@@ -275,7 +269,9 @@ def test_compute_location_refuses_a_bad_decision() -> None:
     block = sch.get_block("B")
     with pytest.raises(ScheduleError, match=r"a loop position in \[0, 4\) of the block's scope, -1 .* or -2 .*; got 4"):
         sch.sample_compute_location(block, decision=4)
-    with pytest.raises(ScheduleError, match="the decision 1 is refused: compute_at: block 'B': the block is already under"):
+    with pytest.raises(
+        ScheduleError, match="the decision 1 is refused: compute_at: block 'B': the block is already under"
+    ):
         sch.sample_compute_location(block, decision=1)
     with pytest.raises(ScheduleError, match="got 'root'"):
         sch.sample_compute_location(block, decision="root")  # type: ignore[arg-type]
