@@ -11,8 +11,16 @@ import numpy as np
 __all__ = ["bert_encoder"]
 
 
-def bert_encoder(seq: int = 128, hidden: int = 768, heads: int = 12, layers: int = 2, ffn: int | None = None,
-                 batch: int = 1, seed: int = 0, opset: int = 17) -> Any:
+def bert_encoder(
+    seq: int = 128,
+    hidden: int = 768,
+    heads: int = 12,
+    layers: int = 2,
+    ffn: int | None = None,
+    batch: int = 1,
+    seed: int = 0,
+    opset: int = 17,
+) -> Any:
     from onnx import TensorProto, helper, numpy_helper
 
     rng = np.random.default_rng(seed)
@@ -37,8 +45,11 @@ def bert_encoder(seq: int = 128, hidden: int = 768, heads: int = 12, layers: int
     split_shape = const("split_shape", [batch, seq, heads, head])
     merge_shape = const("merge_shape", [batch, seq, hidden])
     scale = const("scale", 1.0 / np.sqrt(head), np.float32)
-    half, one, rsqrt2 = const("half", 0.5, np.float32), const("one", 1.0, np.float32), const(
-        "rsqrt2", 1 / np.sqrt(2), np.float32)
+    half, one, rsqrt2 = (
+        const("half", 0.5, np.float32),
+        const("one", 1.0, np.float32),
+        const("rsqrt2", 1 / np.sqrt(2), np.float32),
+    )
     x = "x"
     for layer in range(layers):
         p = f"l{layer}_"
@@ -56,21 +67,36 @@ def bert_encoder(seq: int = 128, hidden: int = 768, heads: int = 12, layers: int
         ctx = node("Transpose", [node("MatMul", [probs, vh], p + "ctx")], p + "ctx_t", perm=[0, 2, 1, 3])
         merged = node("Reshape", [ctx, merge_shape], p + "merged")
         attn = proj("o", merged, hidden, hidden)
-        ln1 = node("LayerNormalization", [node("Add", [attn, x], p + "res1"),
-                                          const(p + "g1", np.ones(hidden), np.float32),
-                                          const(p + "b1", np.zeros(hidden), np.float32)], p + "ln1", axis=-1,
-                   epsilon=1e-12)
+        ln1 = node(
+            "LayerNormalization",
+            [
+                node("Add", [attn, x], p + "res1"),
+                const(p + "g1", np.ones(hidden), np.float32),
+                const(p + "b1", np.zeros(hidden), np.float32),
+            ],
+            p + "ln1",
+            axis=-1,
+            epsilon=1e-12,
+        )
         up = proj("up", ln1, hidden, ffn)
         erf = node("Erf", [node("Mul", [up, rsqrt2], p + "up_s")], p + "erf")
         gelu = node("Mul", [node("Mul", [up, half], p + "up_h"), node("Add", [erf, one], p + "erf1")], p + "gelu")
         down = proj("down", gelu, ffn, hidden)
-        x = node("LayerNormalization", [node("Add", [down, ln1], p + "res2"),
-                                        const(p + "g2", np.ones(hidden), np.float32),
-                                        const(p + "b2", np.zeros(hidden), np.float32)], p + "ln2", axis=-1,
-                 epsilon=1e-12)
+        x = node(
+            "LayerNormalization",
+            [
+                node("Add", [down, ln1], p + "res2"),
+                const(p + "g2", np.ones(hidden), np.float32),
+                const(p + "b2", np.zeros(hidden), np.float32),
+            ],
+            p + "ln2",
+            axis=-1,
+            epsilon=1e-12,
+        )
     nodes.append(helper.make_node("Identity", [x], ["y"]))
     graph = helper.make_graph(
-        nodes, "bert_encoder",
+        nodes,
+        "bert_encoder",
         [helper.make_tensor_value_info("x", TensorProto.FLOAT, [batch, seq, hidden])],
         [helper.make_tensor_value_info("y", TensorProto.FLOAT, [batch, seq, hidden])],
         [numpy_helper.from_array(v, k) for k, v in inits.items()],

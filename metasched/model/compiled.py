@@ -85,19 +85,32 @@ def compile(  # noqa: A001 - the public name the design gives it
         func = lower_group(graph, group)
         key = workload_hash(func)
         if key not in tasks:
-            tasks[key] = {"name": f"t{len(tasks)}_{group.name.split('_', 1)[1]}"[:60], "func": func, "weight": 0,
-                          "flops": float(count_flops(func)), "key": key}
+            tasks[key] = {
+                "name": f"t{len(tasks)}_{group.name.split('_', 1)[1]}"[:60],
+                "func": func,
+                "weight": 0,
+                "flops": float(count_flops(func)),
+                "key": key,
+            }
         tasks[key]["weight"] += 1
-        steps.append({"kind": "call", "func": tasks[key]["name"], "args": [*group.inputs, *group.outputs],
-                      "outputs": len(group.outputs), "group": group.name})
+        steps.append(
+            {
+                "kind": "call",
+                "func": tasks[key]["name"],
+                "args": [*group.inputs, *group.outputs],
+                "outputs": len(group.outputs),
+                "group": group.name,
+            }
+        )
     db = _open_database(database)
     t0 = time.perf_counter()
     scheduled: dict[str, Any] = {}
     for key, task in tasks.items():
         func, source = _schedule(task["func"], target, db, schedule)
         scheduled[task["name"]] = replace(func, name=task["name"])
-        report.tasks.append({"name": task["name"], "weight": task["weight"], "flops": task["flops"],
-                             "schedule": source, "key": key})
+        report.tasks.append(
+            {"name": task["name"], "weight": task["weight"], "flops": task["flops"], "schedule": source, "key": key}
+        )
     report.schedule_seconds = time.perf_counter() - t0
     t0 = time.perf_counter()
     directory = Path(work_dir) if work_dir is not None else Path(tempfile.mkdtemp(prefix="metasched_model_"))
@@ -144,8 +157,9 @@ def _schedule(func: Any, target: str, db: Any, mode: str) -> tuple[Any, str]:
     return scheduled, "default" if scheduled is not func else "unscheduled"
 
 
-def _build_library(scheduled: dict[str, Any], originals: dict[str, Any], target: str, directory: Path,
-                   report: CompileReport) -> str:
+def _build_library(
+    scheduled: dict[str, Any], originals: dict[str, Any], target: str, directory: Path, report: CompileReport
+) -> str:
     """One shared library with every task; a function that fails to build is rebuilt unscheduled."""
     import tir
     from tir.ir import IRModule
@@ -188,7 +202,7 @@ def _plan(graph: Any, steps: list[dict[str, Any]]) -> dict[str, Any]:
     for index, step in enumerate(steps):
         count = step.get("outputs", 1)
         reads = step["args"][: len(step["args"]) - count] if step["kind"] == "call" else [step["src"]]
-        writes = step["args"][len(step["args"]) - count:] if step["kind"] == "call" else [step["dst"]]
+        writes = step["args"][len(step["args"]) - count :] if step["kind"] == "call" else [step["dst"]]
         for name in reads:
             if name in graph.constants and name not in tensors:
                 value = graph.constants[name]
@@ -199,8 +213,12 @@ def _plan(graph: Any, steps: list[dict[str, Any]]) -> dict[str, Any]:
             info = graph.infos[name]
             if step["kind"] == "view":
                 base[name] = step["src"]
-                tensors[name] = {"shape": list(info.shape), "dtype": info.dtype, "storage": "alias",
-                                 "base": root(step["src"])}
+                tensors[name] = {
+                    "shape": list(info.shape),
+                    "dtype": info.dtype,
+                    "storage": "alias",
+                    "base": root(step["src"]),
+                }
                 last[root(name)] = index
             else:
                 tensors[name] = {"shape": list(info.shape), "dtype": info.dtype, "storage": "arena"}
@@ -246,8 +264,9 @@ def _nbytes(tensor: dict[str, Any]) -> int:
 class CompiledModel:
     """A compiled model: ``run({"x": array}) -> {output name: array}``."""
 
-    def __init__(self, plan: dict[str, Any], constants: Mapping[str, np.ndarray], library: str,
-                 threads: int | None = None) -> None:
+    def __init__(
+        self, plan: dict[str, Any], constants: Mapping[str, np.ndarray], library: str, threads: int | None = None
+    ) -> None:
         self.plan = plan
         self.library_path = library
         self.report: CompileReport | None = None
@@ -287,7 +306,7 @@ class CompiledModel:
         dtype = np.dtype(tensor["dtype"])
         count = int(np.prod(tensor["shape"], dtype=np.int64))
         start = self._arena_base + offset
-        return self._arena[start:start + count * dtype.itemsize].view(dtype).reshape(tensor["shape"])
+        return self._arena[start : start + count * dtype.itemsize].view(dtype).reshape(tensor["shape"])
 
     def _root(self, name: str) -> str:
         tensor = self.plan["tensors"][name]
@@ -317,8 +336,9 @@ class CompiledModel:
 
     @property
     def input_specs(self) -> dict[str, tuple[tuple[int, ...], str]]:
-        return {n: (tuple(self.plan["tensors"][n]["shape"]), self.plan["tensors"][n]["dtype"])
-                for n in self.plan["inputs"]}
+        return {
+            n: (tuple(self.plan["tensors"][n]["shape"]), self.plan["tensors"][n]["dtype"]) for n in self.plan["inputs"]
+        }
 
     def _check_inputs(self, inputs: Mapping[str, Any]) -> dict[str, np.ndarray]:
         expected = self.input_specs

@@ -61,8 +61,14 @@ def partition(graph: Graph) -> list[Group]:
                     break
         outputs = [o for o in node.outputs if o]
         if target is None:
-            target = Group("", "view" if kind == "view" else "kernel", [], outputs,
-                           closed=kind in ("opaque", "view"), has_complex=kind == "complex")
+            target = Group(
+                "",
+                "view" if kind == "view" else "kernel",
+                [],
+                outputs,
+                closed=kind in ("opaque", "view"),
+                has_complex=kind == "complex",
+            )
             groups.append(target)
         target.nodes.append(node)
         target.outputs = outputs

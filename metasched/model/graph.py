@@ -111,8 +111,15 @@ def lower_nodes(
             tensors.append(env[name])
         while tensors and tensors[-1] is None:
             tensors.pop()
-        ctx = OpContext(builder, node.op_type, node.name, node.attrs, graph_opset, values,
-                        num_outputs=len([o for o in node.outputs if o]))
+        ctx = OpContext(
+            builder,
+            node.op_type,
+            node.name,
+            node.attrs,
+            graph_opset,
+            values,
+            num_outputs=len([o for o in node.outputs if o]),
+        )
         outs = op.lower(ctx, tensors)
         for name, tensor in zip(node.outputs, outs, strict=False):
             if name:

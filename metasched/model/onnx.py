@@ -67,8 +67,15 @@ def from_onnx(
         attrs = {a.name: _attr(a) for a in n.attribute}
         nodes.append(Node(n.op_type, n.name or f"{n.op_type}_{k}", list(n.input), list(n.output), attrs, n))
     _check_shape_inference(proto, infos)
-    graph = Graph(proto.graph.name or "model", [v.name for v in graph_inputs],
-                  [o.name for o in proto.graph.output], nodes, constants, infos, opset)
+    graph = Graph(
+        proto.graph.name or "model",
+        [v.name for v in graph_inputs],
+        [o.name for o in proto.graph.output],
+        nodes,
+        constants,
+        infos,
+        opset,
+    )
     _propagate(graph, fold_constants)
     if fold_constants:
         _fold_batch_norm(graph)
@@ -133,9 +140,7 @@ def _bind_input(value: Any, given: Sequence[int] | None) -> TensorInfo:
     if given is not None:
         given = [int(d) for d in given]
         if dims and len(given) != len(dims):
-            raise ModelImportError(
-                f"input {value.name!r} has rank {len(dims)} but input_shapes gives {tuple(given)}"
-            )
+            raise ModelImportError(f"input {value.name!r} has rank {len(dims)} but input_shapes gives {tuple(given)}")
         for k, dim in enumerate(dims):
             if dim.HasField("dim_value") and dim.dim_value != given[k]:
                 raise ModelImportError(
@@ -213,7 +218,9 @@ def _evaluate(node: Node, inputs: list[np.ndarray | None], opset: int) -> list[n
         return helper.make_tensor_value_info(name, elem, None)
 
     graph = helper.make_graph(
-        [proto], "fold", [value_info(n, feeds[n]) for n in names if n],
+        [proto],
+        "fold",
+        [value_info(n, feeds[n]) for n in names if n],
         [helper.make_tensor_value_info(o, TensorProto.UNDEFINED, None) for o in proto.output],
     )
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)], ir_version=10)
@@ -281,7 +288,9 @@ def _propagate(graph: Graph, fold: bool) -> None:
 
 
 def _foldable(graph: Graph, node: Node) -> bool:
-    return all(not n or n in graph.constants for n in node.inputs) and bool(node.inputs or node.op_type != "RandomNormal")
+    return all(not n or n in graph.constants for n in node.inputs) and bool(
+        node.inputs or node.op_type != "RandomNormal"
+    )
 
 
 def _fold_batch_norm(graph: Graph) -> None:
@@ -299,8 +308,11 @@ def _fold_batch_norm(graph: Graph) -> None:
             continue
         if source.outputs[0] in graph.outputs:
             continue
-        if source.op_type == "Gemm" and (source.attrs.get("transB", 0) != 1 or source.attrs.get("alpha", 1.0) != 1.0
-                                         or source.attrs.get("beta", 1.0) != 1.0):
+        if source.op_type == "Gemm" and (
+            source.attrs.get("transB", 0) != 1
+            or source.attrs.get("alpha", 1.0) != 1.0
+            or source.attrs.get("beta", 1.0) != 1.0
+        ):
             continue
         weight_name = source.inputs[1]
         if weight_name not in graph.constants or len(users.get(weight_name, [])) != 1:
@@ -310,8 +322,13 @@ def _fold_batch_norm(graph: Graph) -> None:
             continue
         scale, beta, mean, var = (graph.constants[n] for n in node.inputs[1:5])
         weight, bias = np_batch_norm_fold(
-            graph.constants[weight_name], None if bias_name is None else graph.constants[bias_name],
-            scale, beta, mean, var, float(node.attrs.get("epsilon", 1e-5)),
+            graph.constants[weight_name],
+            None if bias_name is None else graph.constants[bias_name],
+            scale,
+            beta,
+            mean,
+            var,
+            float(node.attrs.get("epsilon", 1e-5)),
         )
         new_w, new_b = f"{weight_name}__bn", f"{node.name}__bias"
         graph.constants[new_w], graph.constants[new_b] = weight, bias

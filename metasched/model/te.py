@@ -142,7 +142,9 @@ class FuncBuilder:
 
     # ------------------------------------------------------------ stages
 
-    def compute(self, name: str, shape: Sequence[int], fn: Callable[..., PrimExpr], dtype: str | None = None) -> BufferTensor:
+    def compute(
+        self, name: str, shape: Sequence[int], fn: Callable[..., PrimExpr], dtype: str | None = None
+    ) -> BufferTensor:
         """``out[i...] = fn(i...)`` as one block; a new buffer (allocated unless it is an output)."""
         name = self.unique(name)
         shape = tuple(int(s) for s in shape)

@@ -11,8 +11,15 @@ import numpy as np
 __all__ = ["LIGHT_MODELS", "light_model_path", "ort_run", "randomize_weights"]
 
 LIGHT_MODELS = (
-    "bvlc_alexnet", "densenet121", "inception_v1", "inception_v2", "resnet50", "shufflenet", "squeezenet",
-    "vgg19", "zfnet512",
+    "bvlc_alexnet",
+    "densenet121",
+    "inception_v1",
+    "inception_v2",
+    "resnet50",
+    "shufflenet",
+    "squeezenet",
+    "vgg19",
+    "zfnet512",
 )
 
 

@@ -418,3 +418,47 @@ def test_packing_per_tile_option() -> None:
     assert len(sketches) == 9  # (no packing, packing at the root, packing per tile) x 3 output tiles
     assert sum("compute_at" in (i.kind for i in s.instructions) for s in sketches) == 3
     assert valid == 9, dict(rejects)
+
+
+@pytest.mark.parametrize("name", sorted(WORKLOADS))
+def test_200_samples_are_valid_or_refused_with_a_reason(name: str) -> None:
+    """The issue's bar: 200 samples of each space, each either a program that verifies (the
+    candidate maker runs the validator) or a refusal that names its stage and reason."""
+    from metasched.search.candidate import Rejected, make_candidate
+
+    func = WORKLOADS[name]
+    space = SpaceGenerator()
+    sketches = space.generate(func, TARGET)
+    postprocs = space.postprocs_for(TARGET)
+    made = 0
+    for seed in range(200):
+        index = seed % len(sketches)
+        try:
+            make_candidate(func, sketches[index], index, None, postprocs, seed=seed)
+        except Rejected as rejected:
+            assert rejected.stage and rejected.reason, "a refusal must say where and why"
+            continue
+        made += 1
+    assert made >= 100, f"{name}: only {made} of 200 samples valid"
+
+
+@T.script
+def unit_outer_copy(A: T.Buffer((1, 4096), "float32"), B: T.Buffer((1, 4096), "float32")):
+    for i, j in T.grid(1, 4096):
+        with T.block("B"):
+            vi, vj = T.remap("SS", i, j)
+            B[vi, vj] = A[vi, vj] + 1.0
+
+
+def test_parallel_reaches_past_unit_outer_loops() -> None:
+    """An outer loop of extent 1 gives no parallelism: the loop under it (longer than the
+    parallel maximum) is the one to parallelize."""
+    from metasched.space.analysis import PARALLEL
+    from metasched.space.postproc.rewrite_parallel_vectorize_unroll import RewriteParallelVectorizeUnroll
+
+    sch = Schedule(unit_outer_copy)
+    sch.annotate(sch.get_block("root"), PARALLEL, 32)
+    RewriteParallelVectorizeUnroll().apply(sch)
+    kinds = [sch.get_loop_node(loop).kind for loop in sch.get_loops(sch.get_block("B"))]
+    assert ForKind.PARALLEL in kinds, sch.func.script()
+    assert verify(sch.func) == []

@@ -133,7 +133,11 @@ def select(cond: PrimExpr, a: PrimExpr, b: PrimExpr) -> PrimExpr:
 
 def normalize_axis(axis: int, ndim: int, ctx: OpContext | None = None) -> int:
     if not -ndim <= axis < max(ndim, 1):
-        raise OpError(f"axis {axis} out of range for rank {ndim}" if ctx is None else str(ctx.fail(f"axis {axis} out of range for rank {ndim}")))
+        raise OpError(
+            f"axis {axis} out of range for rank {ndim}"
+            if ctx is None
+            else str(ctx.fail(f"axis {axis} out of range for rank {ndim}"))
+        )
     return axis % ndim if ndim else 0
 
 

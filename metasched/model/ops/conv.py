@@ -70,8 +70,14 @@ def conv_output_size(size: int, k: int, s: int, d: int, pb: int, pe: int) -> int
     return (size + pb + pe - ((k - 1) * d + 1)) // s + 1
 
 
-def lower_conv(ctx: OpContext, x: Tensor, w: Tensor, acc_dtype: str = "float32",
-               x_zero: PrimExpr | None = None, w_zero: PrimExpr | None = None) -> Tensor:
+def lower_conv(
+    ctx: OpContext,
+    x: Tensor,
+    w: Tensor,
+    acc_dtype: str = "float32",
+    x_zero: PrimExpr | None = None,
+    w_zero: PrimExpr | None = None,
+) -> Tensor:
     n_sp = x.ndim - 2
     kernel = list(ctx.attr("kernel_shape", w.shape[2:]))
     strides = list(ctx.attr("strides", [1] * n_sp))
@@ -138,7 +144,9 @@ def _conv_transpose(ctx: OpContext, inputs: list[Any]) -> list[Tensor]:
     auto_pad = ctx.attr("auto_pad", "NOTSET")
     full = [strides[d] * (in_sp[d] - 1) + out_pad[d] + (kernel[d] - 1) * dilations[d] + 1 for d in range(n_sp)]
     if out_shape_attr is not None or auto_pad in ("SAME_UPPER", "SAME_LOWER"):
-        target = list(out_shape_attr)[-n_sp:] if out_shape_attr is not None else [in_sp[d] * strides[d] for d in range(n_sp)]
+        target = (
+            list(out_shape_attr)[-n_sp:] if out_shape_attr is not None else [in_sp[d] * strides[d] for d in range(n_sp)]
+        )
         pads = [0] * (2 * n_sp)
         for d in range(n_sp):
             total = full[d] - target[d]

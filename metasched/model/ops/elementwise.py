@@ -21,7 +21,15 @@ from tir.ir import Call, Not, PrimExpr, const
 from tir.ir.expr import And, Or, max_expr, min_expr
 
 _ONNX_TO_NP = {
-    1: "float32", 2: "uint8", 3: "int8", 5: "int16", 6: "int32", 7: "int64", 9: "bool", 10: "float16", 11: "float64",
+    1: "float32",
+    2: "uint8",
+    3: "int8",
+    5: "int16",
+    6: "int32",
+    7: "int64",
+    9: "bool",
+    10: "float16",
+    11: "float64",
 }
 
 
@@ -157,18 +165,23 @@ UNARY: dict[str, Callable[..., PrimExpr]] = {
     "Softsign": lambda c, x: x / (call("abs", x) + _float(x, 1.0)),
     "Sign": lambda c, x: select(x > _float(x, 0), _float(x, 1), select(x < _float(x, 0), _float(x, -1), _float(x, 0))),
     "LeakyRelu": lambda c, x: select(x < _float(x, 0.0), x * _float(x, c.attr("alpha", 0.01)), x),
-    "Elu": lambda c, x: select(x < _float(x, 0.0), _float(x, c.attr("alpha", 1.0)) * (call("exp", x) - _float(x, 1.0)), x),
-    "Selu": lambda c, x: _float(x, c.attr("gamma", 1.05070102214813232421875))
-    * select(
-        x <= _float(x, 0.0),
-        _float(x, c.attr("alpha", 1.67326319217681884765625)) * (call("exp", x) - _float(x, 1.0)),
-        x,
+    "Elu": lambda c, x: select(
+        x < _float(x, 0.0), _float(x, c.attr("alpha", 1.0)) * (call("exp", x) - _float(x, 1.0)), x
+    ),
+    "Selu": lambda c, x: (
+        _float(x, c.attr("gamma", 1.05070102214813232421875))
+        * select(
+            x <= _float(x, 0.0),
+            _float(x, c.attr("alpha", 1.67326319217681884765625)) * (call("exp", x) - _float(x, 1.0)),
+            x,
+        )
     ),
     "HardSigmoid": lambda c, x: max_expr(
         min_expr(x * _float(x, c.attr("alpha", 0.2)) + _float(x, c.attr("beta", 0.5)), _float(x, 1.0)), _float(x, 0.0)
     ),
-    "HardSwish": lambda c, x: x
-    * max_expr(min_expr(x * _float(x, 1.0 / 6.0) + _float(x, 0.5), _float(x, 1.0)), _float(x, 0.0)),
+    "HardSwish": lambda c, x: (
+        x * max_expr(min_expr(x * _float(x, 1.0 / 6.0) + _float(x, 0.5), _float(x, 1.0)), _float(x, 0.0))
+    ),
     "ThresholdedRelu": lambda c, x: select(x > _float(x, c.attr("alpha", 1.0)), x, _float(x, 0.0)),
     "Gelu": lambda c, x: _gelu(c, x),
 }
@@ -264,8 +277,15 @@ def _batch_norm(ctx: OpContext, inputs: list[Any]) -> list[Tensor]:
     return [lazy(x.shape, x.dtype, element)]
 
 
-def np_batch_norm_fold(weight: np.ndarray, bias: np.ndarray | None, scale: np.ndarray, beta: np.ndarray,
-                       mean: np.ndarray, var: np.ndarray, eps: float) -> tuple[np.ndarray, np.ndarray]:
+def np_batch_norm_fold(
+    weight: np.ndarray,
+    bias: np.ndarray | None,
+    scale: np.ndarray,
+    beta: np.ndarray,
+    mean: np.ndarray,
+    var: np.ndarray,
+    eps: float,
+) -> tuple[np.ndarray, np.ndarray]:
     """Weights and bias of ``BN(conv(x, W, b))`` as one convolution (output channels on axis 0)."""
     factor = (scale / np.sqrt(var + eps)).astype(weight.dtype)
     new_weight = weight * factor.reshape((-1,) + (1,) * (weight.ndim - 1))

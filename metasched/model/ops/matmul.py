@@ -9,8 +9,14 @@ from metasched.model.te import Tensor, lazy
 from tir.ir import PrimExpr, const
 
 
-def lower_matmul(ctx: OpContext, a: Tensor, b: Tensor, acc_dtype: str | None = None,
-                 a_zero: Tensor | None = None, b_zero: Tensor | None = None) -> Tensor:
+def lower_matmul(
+    ctx: OpContext,
+    a: Tensor,
+    b: Tensor,
+    acc_dtype: str | None = None,
+    a_zero: Tensor | None = None,
+    b_zero: Tensor | None = None,
+) -> Tensor:
     acc = acc_dtype or a.dtype
     a2 = a if a.ndim >= 2 else lazy((1, a.shape[0]), a.dtype, lambda i, k: a[(k,)])
     b2 = b if b.ndim >= 2 else lazy((b.shape[0], 1), b.dtype, lambda k, j: b[(k,)])

@@ -24,14 +24,24 @@ def _softmax(ctx: OpContext, inputs: list[Any], log: bool) -> list[Tensor]:
     axes = [axis] if ctx.opset >= 13 else list(range(axis, x.ndim))
     m = lower_reduce(ctx, x, axes, "max", True, name=ctx.stage + "_max")
     s = lower_reduce(
-        ctx, lazy(x.shape, x.dtype, lambda *i: call("exp", x[i] - _gather_reduced(m, axes, i))), axes, "sum", True,
+        ctx,
+        lazy(x.shape, x.dtype, lambda *i: call("exp", x[i] - _gather_reduced(m, axes, i))),
+        axes,
+        "sum",
+        True,
         name=ctx.stage + "_sum",
     )
     if log:
-        return [lazy(x.shape, x.dtype,
-                     lambda *i: x[i] - _gather_reduced(m, axes, i) - call("log", _gather_reduced(s, axes, i)))]
-    return [lazy(x.shape, x.dtype,
-                 lambda *i: call("exp", x[i] - _gather_reduced(m, axes, i)) / _gather_reduced(s, axes, i))]
+        return [
+            lazy(
+                x.shape,
+                x.dtype,
+                lambda *i: x[i] - _gather_reduced(m, axes, i) - call("log", _gather_reduced(s, axes, i)),
+            )
+        ]
+    return [
+        lazy(x.shape, x.dtype, lambda *i: call("exp", x[i] - _gather_reduced(m, axes, i)) / _gather_reduced(s, axes, i))
+    ]
 
 
 @register("Softmax", kind="complex")
@@ -44,15 +54,20 @@ def _log_softmax_op(ctx: OpContext, inputs: list[Any]) -> list[Tensor]:
     return _softmax(ctx, inputs, log=True)
 
 
-def _normalize(ctx: OpContext, x: Tensor, axes: list[int], eps: float, scale: Any, bias: Any,
-               param_index: Any) -> Tensor:
+def _normalize(
+    ctx: OpContext, x: Tensor, axes: list[int], eps: float, scale: Any, bias: Any, param_index: Any
+) -> Tensor:
     count = 1
     for d in axes:
         count *= x.shape[d]
     inv = const(1.0 / count, x.dtype)
     mean = lower_reduce(ctx, x, axes, "sum", True, name=ctx.stage + "_mean")
     var = lower_reduce(
-        ctx, lazy(x.shape, x.dtype, lambda *i: _sq(x[i] - _gather_reduced(mean, axes, i) * inv)), axes, "sum", True,
+        ctx,
+        lazy(x.shape, x.dtype, lambda *i: _sq(x[i] - _gather_reduced(mean, axes, i) * inv)),
+        axes,
+        "sum",
+        True,
         name=ctx.stage + "_var",
     )
 
@@ -84,7 +99,7 @@ def _layer_norm(ctx: OpContext, inputs: list[Any]) -> list[Tensor]:
 
     def param_index(i: tuple[PrimExpr, ...], t: Tensor) -> tuple[PrimExpr, ...]:
         # scale and bias broadcast against the normalized axes
-        tail = i[len(i) - t.ndim:]
+        tail = i[len(i) - t.ndim :]
         return tuple(const(0) if e == 1 else v for e, v in zip(t.shape, tail, strict=True))
 
     scale_t = scale
@@ -97,9 +112,17 @@ def _layer_norm(ctx: OpContext, inputs: list[Any]) -> list[Tensor]:
         def __getitem__(self, i: tuple[PrimExpr, ...]) -> PrimExpr:
             return self.t[param_index(i, self.t)]
 
-    return [_normalize(ctx, x, axes, float(ctx.attr("epsilon", 1e-5)),
-                       None if scale_t is None else _Bound(scale_t), None if bias_t is None else _Bound(bias_t),
-                       lambda i: i)]
+    return [
+        _normalize(
+            ctx,
+            x,
+            axes,
+            float(ctx.attr("epsilon", 1e-5)),
+            None if scale_t is None else _Bound(scale_t),
+            None if bias_t is None else _Bound(bias_t),
+            lambda i: i,
+        )
+    ]
 
 
 @register("InstanceNormalization", kind="complex")

@@ -32,8 +32,10 @@ def _pool(ctx: OpContext, x: Tensor, kind: str) -> Tensor:
         _out_size(x.shape[2 + d], kernel[d], strides[d], dilations[d], begin[d], end[d], ceil_mode) for d in range(n_sp)
     ]
     # The padded input must cover every window, ceil mode's last partial one included.
-    end_full = [max(end[d], (out_sp[d] - 1) * strides[d] + (kernel[d] - 1) * dilations[d] + 1 - x.shape[2 + d] - begin[d])
-                for d in range(n_sp)]
+    end_full = [
+        max(end[d], (out_sp[d] - 1) * strides[d] + (kernel[d] - 1) * dilations[d] + 1 - x.shape[2 + d] - begin[d])
+        for d in range(n_sp)
+    ]
     fill = _lowest(x.dtype) if kind == "max" else 0.0
     padded = pad_tensor(ctx, x, begin, end_full, fill)
     shape = (*x.shape[:2], *out_sp)

@@ -23,8 +23,9 @@ def reduce_axes(ctx: OpContext, x: Tensor) -> list[int] | None:
     return sorted({normalize_axis(int(a), x.ndim, ctx) for a in axes})
 
 
-def lower_reduce(ctx: OpContext, x: Tensor, axes: list[int], combiner: str, keepdims: bool,
-                 pre: Any = None, name: str | None = None) -> Tensor:
+def lower_reduce(
+    ctx: OpContext, x: Tensor, axes: list[int], combiner: str, keepdims: bool, pre: Any = None, name: str | None = None
+) -> Tensor:
     kept = [d for d in range(x.ndim) if d not in axes]
     rshape = [x.shape[d] for d in axes]
     shape = [1 if d in axes else x.shape[d] for d in range(x.ndim)] if keepdims else [x.shape[d] for d in kept]

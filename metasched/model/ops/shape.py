@@ -186,23 +186,28 @@ def _slice(ctx: OpContext, inputs: list[Any]) -> list[Tensor]:
         start, stop, stride = slice(int(s), int(e), int(st)).indices(x.shape[a])
         begin[a], step[a] = start, stride
         shape[a] = len(range(start, stop, stride))
-    return [lazy(tuple(shape), x.dtype,
-                 lambda *i: x[tuple(_offset(v * step[d] if step[d] != 1 else v, begin[d]) for d, v in enumerate(i))])]
+    return [
+        lazy(
+            tuple(shape),
+            x.dtype,
+            lambda *i: x[tuple(_offset(v * step[d] if step[d] != 1 else v, begin[d]) for d, v in enumerate(i))],
+        )
+    ]
 
 
 @register("Gather", kind="injective")
 def _gather(ctx: OpContext, inputs: list[Any]) -> list[Tensor]:
     data, indices = inputs
     axis = normalize_axis(int(ctx.attr("axis", 0)), data.ndim, ctx)
-    shape = data.shape[:axis] + indices.shape + data.shape[axis + 1:]
+    shape = data.shape[:axis] + indices.shape + data.shape[axis + 1 :]
     extent = data.shape[axis]
     q = indices.ndim
 
     def element(*i: PrimExpr) -> PrimExpr:
-        raw = indices[i[axis:axis + q]] if q else indices.load(())
+        raw = indices[i[axis : axis + q]] if q else indices.load(())
         k = cast(raw, "int32")
         k = select(k < 0, k + extent, k)
-        idx = i[:axis] + (clamp(k, extent),) + i[axis + q:]
+        idx = i[:axis] + (clamp(k, extent),) + i[axis + q :]
         return data[idx]
 
     return [lazy(shape, data.dtype, element)]
@@ -221,7 +226,13 @@ def _tile(ctx: OpContext, inputs: list[Any]) -> list[Tensor]:
     x = inputs[0]
     reps = [int(v) for v in ctx.value(1).reshape(-1)]  # type: ignore[union-attr]
     shape = tuple(e * r for e, r in zip(x.shape, reps, strict=True))
-    return [lazy(shape, x.dtype, lambda *i: x[tuple(v % e if r != 1 else v for v, e, r in zip(i, x.shape, reps, strict=True))])]
+    return [
+        lazy(
+            shape,
+            x.dtype,
+            lambda *i: x[tuple(v % e if r != 1 else v for v, e, r in zip(i, x.shape, reps, strict=True))],
+        )
+    ]
 
 
 @register("Pad", kind="injective", value_inputs=(1, 2, 3))
@@ -278,8 +289,9 @@ def _pad(ctx: OpContext, inputs: list[Any]) -> list[Tensor]:
     return [lazy(shape, x.dtype, element)]
 
 
-def _coordinate(ctx: OpContext, mode: str, out: PrimExpr, scale: float, in_size: int, out_size: int,
-                dtype: str = "float32") -> PrimExpr:
+def _coordinate(
+    ctx: OpContext, mode: str, out: PrimExpr, scale: float, in_size: int, out_size: int, dtype: str = "float32"
+) -> PrimExpr:
     o = Cast(dtype, out)
     if mode == "asymmetric":
         return o * const(1.0 / scale, dtype)

@@ -164,7 +164,9 @@ class RewriteParallelVectorizeUnroll(Postproc):
                 if not _drives_only_spatial(node, _blocks_under(node)):
                     break
                 extent = node.extent.value
-                if chain and product * extent > max_extent:
+                # Past the maximum stop, unless the loops so far give no parallelism at all
+                # (unit loops: then this loop is the first one worth running in parallel).
+                if chain and product > 1 and product * extent > max_extent:
                     break
                 chain.append(node)
                 product *= extent
