@@ -124,10 +124,7 @@ def test_classify_trace_of_a_correct_schedule_finds_nothing() -> None:
 REPRODUCERS = Path(__file__).parent / "reproducers"
 
 #: Reproducers whose defect is still open: file name -> the defect.
-OPEN_REPRODUCERS: dict[str, str] = {
-    "parallel_blockize_fused_split_lowering.json": "parallel accepts a loop over blockized, fused and split "
-    "iterations that lower_parallel then refuses (every iteration writes the same elements of 'out')",
-}
+OPEN_REPRODUCERS: dict[str, str] = {}
 
 
 def _reproducer_params() -> list[object]:

@@ -193,6 +193,12 @@ def _determine(exprs: Sequence[PrimExpr], free: Sequence[For], loops: Sequence[F
     exprs = [expr for expr in exprs if uses_any(expr, [loop.loop_var for loop in free])]
     if not exprs:
         return all(_runs_once(loop) for loop in loops)
+    # A loop that no spatial binding uses gives every iteration the same instance, even when
+    # the predicate lets only one iteration run (``T.where(c < 1)``): proving that from the
+    # predicate alone would accept a loop whose lowering sees the same elements written by
+    # every iteration, so such a loop is refused.
+    if any(not _runs_once(loop) and not any(uses_any(e, [loop.loop_var]) for e in exprs) for loop in loops):
+        return False
     dom_map = {loop.loop_var: Range(loop.min, loop.extent) for loop in free}
     conditions: list[PrimExpr | bool] = [True]
     if not (isinstance(predicate, IntImm) and predicate.value == 1):
