@@ -57,6 +57,17 @@ def codegen_llvm(mod: IRModule | PrimFunc, target: Target | str = "llvm") -> str
     return ModuleCodegen(mod, target).generate()
 
 
+class _LoopID(ir.values.MDValue):
+    """A self-referencing metadata node (a loop ID): compared and hashed by identity, since its
+    operands contain itself."""
+
+    def __eq__(self, other: object) -> bool:
+        return self is other
+
+    def __hash__(self) -> int:
+        return id(self)
+
+
 class ModuleCodegen:
     """Emits one LLVM module for an IRModule."""
 
@@ -69,6 +80,7 @@ class ModuleCodegen:
         self.body_functions: dict[str, ir.Function] = {}
         self.trampolines: dict[str, ir.Function] = {}
         self._num_threads: ir.GlobalVariable | None = None
+        self._unroll_full: ir.values.MDValue | None = None
 
     @property
     def num_threads_global(self) -> ir.GlobalVariable:
@@ -79,6 +91,18 @@ class ModuleCodegen:
             var.align = 4
             self._num_threads = var
         return self._num_threads
+
+    def full_unroll_loop_id(self) -> ir.values.MDValue:
+        """A new loop ID ``!n = !{!n, !{!"llvm.loop.unroll.full"}}`` for one loop's back edge.
+
+        ``unroll_loops`` leaves an unrolled loop too large to copy in TIR as a loop marked
+        ``pragma_unroll``; with this metadata LLVM's unroller, which ``optimize`` otherwise runs
+        only for loops that ask for it, unrolls it (copying in C++ is far cheaper)."""
+        if self._unroll_full is None:
+            self._unroll_full = self.module.add_metadata([ir.MetaDataString(self.module, "llvm.loop.unroll.full")])
+        loop_id = _LoopID(self.module, [self._unroll_full], name=str(len(self.module.metadata)))
+        loop_id.operands = (loop_id, self._unroll_full)
+        return loop_id
 
     def generate(self) -> str:
         for name, func in self.mod.functions.items():

@@ -331,7 +331,9 @@ class FunctionCodegen:
         step = b.add(index, const(ty, 1), name=f"{var.name}.next")
         step.flags.append("nuw" if var.dtype.is_uint else "nsw")  # index < end: the step cannot wrap
         index.add_incoming(step, b.block)
-        b.branch(header)
+        back_edge = b.branch(header)
+        if loop.kind is ForKind.UNROLLED or loop.annotations.get("pragma_unroll"):
+            back_edge.set_metadata("llvm.loop", self.mcg.full_unroll_loop_id())
         b.position_at_end(exit_block)
         self.unbind(var)
 

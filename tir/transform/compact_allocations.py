@@ -40,7 +40,9 @@ After (iteration ``i`` touches row ``i`` only)::
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from tir.arith import Analyzer, relax_region, union_regions
 from tir.ir import (
@@ -197,7 +199,7 @@ class _ExactWrites(IRVisitor):
 
     def visit_For(self, loop: For) -> None:
         start, extent = substitute(loop.min, self.lets), substitute(loop.extent, self.lets)
-        if any(_uses_var(e, v) for e in (start, extent) for v in self.loops):
+        if (_vars_in(start) | _vars_in(extent)) & self.loops.keys():
             return  # not a rectangular nest
         if not self.analyzer.can_prove(extent >= 1):
             return  # the loop may not run
@@ -246,7 +248,8 @@ class _ExactWrites(IRVisitor):
             index = self.analyzer.simplify(substitute(index, self.lets))
             if index.dtype.lanes != 1 or _reads_memory(index):
                 return None
-            inner = [v for v in self.loops if _uses_var(index, v)]
+            used_here = _vars_in(index)
+            inner = [v for v in self.loops if v in used_here]
             if any(v in used for v in inner) or any(v.dtype != index.dtype for v in inner):
                 return None
             terms: list[tuple[int, Var]] = []
@@ -258,7 +261,7 @@ class _ExactWrites(IRVisitor):
                 terms.append((coefficient.value, var))
                 offset = offset - var * coefficient
             offset = self.analyzer.simplify(offset)
-            if any(_uses_var(offset, v) for v in inner):
+            if _vars_in(offset) & set(inner):
                 return None
             terms.sort(key=lambda t: t[0])
             expected = unit
@@ -298,16 +301,22 @@ def _reads_memory(expr: PrimExpr) -> bool:
     return found
 
 
+class _FindVars(IRVisitor):
+    def __init__(self) -> None:
+        self.found: set[Var] = set()
+
+    def visit_Var(self, node: Var) -> None:
+        self.found.add(node)
+
+
+def _vars_in(expr: PrimExpr) -> set[Var]:
+    finder = _FindVars()
+    finder.visit(expr)
+    return finder.found
+
+
 def _uses_var(expr: PrimExpr, var: Var) -> bool:
-    found = False
-
-    class _Find(IRVisitor):
-        def visit_Var(self, node: Var) -> None:
-            nonlocal found
-            found = found or node is var
-
-    _Find().visit(expr)
-    return found
+    return var in _vars_in(expr)
 
 
 class _Shift(IRMutator):
@@ -354,6 +363,17 @@ class _Placer:
         self.alloc = alloc
         self.buffer = alloc.buffer
         self.outer = Analyzer()  # ranges of the loops the allocation moved into
+        # _touched_region is pure and costly, and placing an allocation asks about the same
+        # statements again at every loop level it descends: (statement, step) -> region.
+        self._regions: dict[tuple[int, int], tuple[Stmt, tuple[Range, ...] | None]] = {}
+
+    def _region(self, stmt: Stmt, step: int, compute: Callable[[], tuple[Range, ...] | None]) -> Any:
+        key = (id(stmt), step)
+        cached = self._regions.get(key)
+        if cached is None or cached[0] is not stmt:
+            cached = (stmt, compute())
+            self._regions[key] = cached
+        return cached[1]
 
     def place(self, stmt: Stmt) -> Stmt:
         buffer = self.buffer
@@ -403,6 +423,7 @@ class _Placer:
         The body is taken as a sequence of steps; the reads of a step must lie inside one box
         that an earlier step surely wrote (see ``_ExactWrites``).
         """
+        original = body  # the lets below are a function of it: the region cache's key
         lets: dict[Var, PrimExpr] = {}
         while isinstance(body, (LetStmt, Allocate)):
             if isinstance(body, LetStmt):
@@ -410,8 +431,10 @@ class _Placer:
             body = body.body
         steps = body.stmts if isinstance(body, SeqStmt) else (body,)
         boxes: list[tuple[Range, ...]] = []
-        for step in steps:
-            reads = _touched_region(step, self.buffer, stores=False, lets=lets)
+        for position, step in enumerate(steps):
+            reads = self._region(
+                original, position, lambda step=step: _touched_region(step, self.buffer, stores=False, lets=lets)
+            )
             if reads is not None and not any(_contains(self.outer, box, reads) for box in boxes):
                 if not self.self_sufficient(step):
                     return False
@@ -432,7 +455,7 @@ class _Placer:
 
     def iterations_disjoint(self, loop: For) -> bool:
         """Whether different iterations of ``loop`` touch disjoint parts of the buffer."""
-        region = _touched_region(loop.body, self.buffer)
+        region = self._region(loop.body, -1, lambda: _touched_region(loop.body, self.buffer))
         assert region is not None
         var = loop.loop_var
         analyzer = Analyzer()

@@ -5,7 +5,9 @@ variables and allocations (new objects, so each is defined once). Inner loops ar
 loop is replicated only while it stays small: at most ``max_extent`` iterations (64) and at
 most ``max_statements`` statements in all (1024, counting the statements of the copies);
 a larger loop, or one of symbolic extent, becomes a serial loop carrying the annotation
-``{"pragma_unroll": True}`` as a hint to the backend. Before::
+``{"pragma_unroll": True}`` for the backend: LLVM code generation marks it
+``llvm.loop.unroll.full`` and LLVM unrolls it (a constant trip count; copying large bodies in
+C++ is much cheaper than here), CUDA emits ``#pragma unroll``. Before::
 
     for j in T.unroll(3):
         B[i * 3 + j] = A[i * 3 + j] * 2.0

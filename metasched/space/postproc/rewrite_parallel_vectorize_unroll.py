@@ -4,8 +4,9 @@ Reads (and removes) the root annotations ``meta_schedule.parallel`` (max paralle
 ``meta_schedule.vectorize`` (max vectorized extent) and ``meta_schedule.unroll_explicit``
 (unroll depth) that the parallel-vectorize-unroll rule set, then for every block:
 
-- vectorize: the innermost loop, when it holds only the block, drives only spatial iterators
-  and its extent is a power of two up to the maximum (a longer loop is split by the largest
+- vectorize: the innermost loop, when it holds only the block, drives only spatial iterators,
+  steps through the written buffers contiguously (no scatter stores) and its extent is a
+  power of two up to the maximum (a longer loop is split by the largest
   power of two up to the maximum that divides it, and the inner part vectorized);
 - parallel: per loop nest under the root, the outer loops driving only spatial iterators of
   every block inside are fused while the product stays within the maximum, and the fused loop
@@ -33,7 +34,8 @@ from typing import Any
 
 from metasched.space.analysis import PARALLEL, UNROLL, VECTORIZE, vars_of
 from metasched.space.postproc import Postproc
-from tir.ir import BlockRealize, For, ForKind, IntImm, IterKind, SeqStmt, Stmt
+from tir.arith import simplify
+from tir.ir import BlockRealize, For, ForKind, IntImm, IterKind, SeqStmt, Stmt, substitute
 from tir.schedule import Schedule, ScheduleError
 
 __all__ = ["RewriteParallelVectorizeUnroll"]
@@ -93,6 +95,26 @@ def _drives_only_spatial(loop: For, realizes: list[BlockRealize]) -> bool:
     return True
 
 
+def _writes_contiguously(loop: For, realize: BlockRealize) -> bool:
+    """Whether the next iteration of ``loop`` writes the next element of every buffer the block
+    writes (last index up by one, the others unchanged). Vectorizing any other loop makes
+    scatter stores: slow code that LLVM also takes long to compile."""
+    block = realize.block
+    bindings = {iv.var: value for iv, value in zip(block.iter_vars, realize.iter_values)}
+    var = loop.loop_var
+    for region in block.writes:
+        if not region.region:
+            return False
+        starts = [substitute(r.min, bindings) for r in region.region]
+        nexts = [substitute(start, {var: var + 1}) for start in starts]
+        steps = [simplify(b - a) for a, b in zip(starts, nexts)]
+        if not all(isinstance(step, IntImm) for step in steps):
+            return False
+        if [step.value for step in steps] != [0] * (len(steps) - 1) + [1]:  # type: ignore[attr-defined]
+            return False
+    return True
+
+
 class RewriteParallelVectorizeUnroll(Postproc):
     name = "rewrite_parallel_vectorize_unroll"
 
@@ -128,6 +150,8 @@ class RewriteParallelVectorizeUnroll(Postproc):
             if not (isinstance(loop.extent, IntImm) and _drives_only_spatial(loop, [realize])):
                 continue
             if not any(loop.loop_var in vars_of(value) for value in realize.iter_values):
+                continue
+            if not _writes_contiguously(loop, realize):
                 continue
             extent = loop.extent.value
             if extent <= max_extent:

@@ -6,7 +6,7 @@ Applies to the root block only. It sets
   parallel loop has enough chunks to balance);
 - ``meta_schedule.vectorize``: the largest vectorized extent (two native vector registers of
   32-bit lanes, e.g. 32 with AVX-512, 16 with AVX2);
-- ``meta_schedule.unroll_explicit``: an unroll depth sampled from ``[0, 16, 64, 512]``
+- ``meta_schedule.unroll_explicit``: an unroll depth sampled from ``[0, 16, 64]``
   (``sample_categorical``), the product of inner loop extents to unroll.
 
 The postprocessor ``RewriteParallelVectorizeUnroll`` turns them into ``parallel``,
@@ -31,7 +31,7 @@ class ParallelVectorizeUnroll(SketchRule):
         self,
         target: str | Target = "llvm",
         max_jobs_per_core: int = 16,
-        unroll_depths: tuple[int, ...] = (0, 16, 64, 512),
+        unroll_depths: tuple[int, ...] = (0, 16, 64),
     ) -> None:
         parsed = Target.parse(target)
         self.max_parallel_extent = parsed.num_cores * max_jobs_per_core
