@@ -462,3 +462,31 @@ def test_parallel_reaches_past_unit_outer_loops() -> None:
     kinds = [sch.get_loop_node(loop).kind for loop in sch.get_loops(sch.get_block("B"))]
     assert ForKind.PARALLEL in kinds, sch.func.script()
     assert verify(sch.func) == []
+
+
+@T.script
+def two_blocks_under_one_loop(A: T.Buffer((4, 8), "float32"), B: T.Buffer((4, 8), "float32")):
+    C = T.alloc_buffer((4, 8), "float32")
+    for i in range(4):
+        for j in range(8):
+            with T.block("C"):
+                vi, vj = T.remap("SS", i, j)
+                C[vi, vj] = A[vi, vj] * 2.0
+        for j in range(8):
+            with T.block("B"):
+                vi, vj = T.remap("SS", i, j)
+                B[vi, vj] = C[vi, vj] + 1.0
+
+
+def test_unroll_stops_at_loops_around_other_blocks() -> None:
+    """Unrolling ``i`` for B's sake would copy C's nest too (a candidate unrolling loops around
+    a whole convolution tile took minutes to build): only each block's own loops unroll."""
+    from metasched.space.analysis import UNROLL
+    from metasched.space.postproc.rewrite_parallel_vectorize_unroll import RewriteParallelVectorizeUnroll
+
+    sch = Schedule(two_blocks_under_one_loop)
+    sch.annotate(sch.get_block("root"), UNROLL, 64)
+    RewriteParallelVectorizeUnroll().apply(sch)
+    for name in ("C", "B"):
+        outer, inner = (sch.get_loop_node(loop) for loop in sch.get_loops(sch.get_block(name)))
+        assert outer.kind is ForKind.SERIAL and inner.kind is ForKind.UNROLLED, sch.func.script()

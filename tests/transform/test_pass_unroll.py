@@ -71,3 +71,22 @@ def test_copies_define_their_own_variables_and_buffers() -> None:
     loop_vars = [loop.loop_var for loop in _loops(unrolled)]
     assert len(allocations) == 4 and len({id(b) for b in allocations}) == 4
     assert len(loop_vars) == 4 and len({id(v) for v in loop_vars}) == 4
+
+
+HUGE = """
+@T.prim_func
+def f(A: T.Buffer((8, 64, 64), "float32")):
+    for i in T.unroll(8):
+        for j in T.unroll(64):
+            for k in T.unroll(64):
+                A[i, j, k] = A[i, j, k] + 1.0
+"""
+
+
+def test_a_loop_too_large_for_the_backend_gets_no_hint() -> None:
+    """j x k (4096 statements) is left to LLVM; i around it (32768) would take LLVM minutes to
+    unroll, so it stays a plain serial loop."""
+    unrolled = unroll_loops(tir.parse(HUGE))
+    kinds = {loop.loop_var.name: (loop.kind, bool(loop.annotations.get("pragma_unroll"))) for loop in _loops(unrolled)}
+    assert kinds["i"] == (ForKind.SERIAL, False)
+    assert kinds["j"] == (ForKind.SERIAL, True)

@@ -7,7 +7,9 @@ most ``max_statements`` statements in all (1024, counting the statements of the 
 a larger loop, or one of symbolic extent, becomes a serial loop carrying the annotation
 ``{"pragma_unroll": True}`` for the backend: LLVM code generation marks it
 ``llvm.loop.unroll.full`` and LLVM unrolls it (a constant trip count; copying large bodies in
-C++ is much cheaper than here), CUDA emits ``#pragma unroll``. Before::
+C++ is much cheaper than here), CUDA emits ``#pragma unroll``. A loop that would unroll to
+more than 4096 statements (inner hinted loops multiplied out) stays a plain serial loop: its
+build would take minutes. Before::
 
     for j in T.unroll(3):
         B[i * 3 + j] = A[i * 3 + j] * 2.0
@@ -27,13 +29,11 @@ from tir.ir import (
     Buffer,
     BufferLoad,
     BufferStore,
-    Evaluate,
     For,
     ForKind,
     IfThenElse,
     IntImm,
     IRMutator,
-    IRVisitor,
     Let,
     LetStmt,
     PrimExpr,
@@ -45,27 +45,14 @@ from tir.ir import (
 )
 from tir.transform._common import make_seq, no_op
 
-__all__ = ["MAX_UNROLL_EXTENT", "MAX_UNROLL_STATEMENTS", "unroll_loops"]
+__all__ = ["MAX_BACKEND_UNROLL_STATEMENTS", "MAX_UNROLL_EXTENT", "MAX_UNROLL_STATEMENTS", "unroll_loops"]
 
 MAX_UNROLL_EXTENT = 64
 MAX_UNROLL_STATEMENTS = 1024
-
-
-class _CountStatements(IRVisitor):
-    def __init__(self) -> None:
-        self.count = 0
-
-    def visit_Stmt(self, stmt: Stmt) -> None:
-        if isinstance(stmt, (BufferStore, Evaluate, For, IfThenElse, LetStmt, Allocate)):
-            self.count += 1
-        if isinstance(stmt, (SeqStmt, For, IfThenElse, LetStmt, Allocate)):
-            self.generic_visit(stmt)
-
-
-def _statement_count(stmt: Stmt) -> int:
-    counter = _CountStatements()
-    counter.visit(stmt)
-    return counter.count
+# Past this many statements (after unrolling, inner hinted loops included) a loop gets no
+# unroll hint at all: LLVM would spend minutes on it (a tuner candidate that unrolled loops
+# around a whole 3x3x64 convolution tile took over two minutes to build).
+MAX_BACKEND_UNROLL_STATEMENTS = 4096
 
 
 class _FreshDefinitions(IRMutator):
@@ -92,7 +79,9 @@ class _FreshDefinitions(IRMutator):
 
     def visit_For(self, loop: For) -> Stmt:
         start, extent = self.visit(loop.min), self.visit(loop.extent)
-        return loop.replace(loop_var=self.fresh_var(loop.loop_var), min=start, extent=extent, body=self.visit(loop.body))
+        return loop.replace(
+            loop_var=self.fresh_var(loop.loop_var), min=start, extent=extent, body=self.visit(loop.body)
+        )
 
     def visit_LetStmt(self, stmt: LetStmt) -> Stmt:
         value = self.visit(stmt.value)
@@ -106,9 +95,15 @@ class _FreshDefinitions(IRMutator):
         buffer = stmt.buffer
         shape = tuple(self.visit(extent) for extent in buffer.shape)
         new = Buffer(
-            buffer.name, shape, buffer.dtype, buffer.scope, tuple(self.visit(s) for s in buffer.strides),
-            None if buffer.elem_offset is None else self.visit(buffer.elem_offset), buffer.align,
-            buffer.offset_factor, span=buffer.span,
+            buffer.name,
+            shape,
+            buffer.dtype,
+            buffer.scope,
+            tuple(self.visit(s) for s in buffer.strides),
+            None if buffer.elem_offset is None else self.visit(buffer.elem_offset),
+            buffer.align,
+            buffer.offset_factor,
+            span=buffer.span,
         )
         self.buffers[buffer] = new
         return stmt.replace(buffer=new, body=self.visit(stmt.body))
@@ -137,7 +132,7 @@ class _Unroll(IRMutator):
         if (
             isinstance(extent, IntImm)
             and extent.value <= self.max_extent
-            and extent.value * _statement_count(body) <= self.max_statements
+            and extent.value * _unrolled_size(body) <= self.max_statements
         ):
             copies = []
             for k in range(extent.value):
@@ -151,8 +146,28 @@ class _Unroll(IRMutator):
                     fresh.vars[loop.loop_var] = value  # type: ignore[assignment]
                     copies.append(fresh.visit(body))
             return make_seq(copies)
+        if isinstance(extent, IntImm) and extent.value * _unrolled_size(body) > MAX_BACKEND_UNROLL_STATEMENTS:
+            # Unrolled, it would be tens of thousands of statements: LLVM would take minutes.
+            return loop.replace(kind=ForKind.SERIAL, body=body)
         annotations = {**loop.annotations, "pragma_unroll": True}
         return loop.replace(kind=ForKind.SERIAL, body=body, annotations=annotations)
+
+
+def _unrolled_size(stmt: Stmt) -> int:
+    """Statements of ``stmt`` once the backend unrolled its ``pragma_unroll`` loops (copying a
+    loop here copies what the backend will unroll inside it too)."""
+    if isinstance(stmt, SeqStmt):
+        return sum(_unrolled_size(s) for s in stmt.stmts)
+    if isinstance(stmt, For):
+        inner = 1 + _unrolled_size(stmt.body)
+        if stmt.annotations.get("pragma_unroll") and isinstance(stmt.extent, IntImm):
+            return stmt.extent.value * inner
+        return inner
+    if isinstance(stmt, IfThenElse):
+        return 1 + _unrolled_size(stmt.then_case) + (_unrolled_size(stmt.else_case) if stmt.else_case else 0)
+    if isinstance(stmt, (LetStmt, Allocate)):
+        return 1 + _unrolled_size(stmt.body)
+    return 1
 
 
 def unroll_loops(

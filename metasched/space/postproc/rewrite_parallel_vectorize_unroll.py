@@ -11,8 +11,8 @@ Reads (and removes) the root annotations ``meta_schedule.parallel`` (max paralle
 - parallel: per loop nest under the root, the outer loops driving only spatial iterators of
   every block inside are fused while the product stays within the maximum, and the fused loop
   made ``parallel`` (fewer loops when a primitive refuses);
-- unroll: inner loops (vectorized ones skipped) are unrolled while the product of their extents
-  stays within the depth.
+- unroll: inner loops (vectorized ones skipped) that hold only this block are unrolled while
+  the product of their extents stays within the depth.
 
 Before (root annotated ``parallel 32, vectorize 32, unroll 16``)::
 
@@ -228,6 +228,10 @@ class RewriteParallelVectorizeUnroll(Postproc):
                 if loop.kind is ForKind.VECTORIZED:
                     continue
                 if loop.kind not in (ForKind.SERIAL, ForKind.UNROLLED) or not isinstance(loop.extent, IntImm):
+                    break
+                if len(_blocks_under(loop)) > 1:
+                    # A loop around other blocks too would copy all of them: the depth limits
+                    # this block's unrolling only (one such candidate took minutes to build).
                     break
                 product *= loop.extent.value
                 if product > depth:
