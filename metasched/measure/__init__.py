@@ -79,7 +79,7 @@ class Measurer:
         timeout: float = 10.0,
         repeat: int = 5,
         workers: int | None = None,
-        build_timeout: float = 120.0,
+        build_timeout: float = 30.0,
         reference_timeout: float = 300.0,
         budget: float = 1.0,
         chunk_size: int | None = None,

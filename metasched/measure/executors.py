@@ -238,7 +238,7 @@ class LocalPool:
     """
 
     def __init__(
-        self, workers: int = 2, timeout: float = 10.0, build_timeout: float = 120.0, reference_timeout: float = 300.0
+        self, workers: int = 2, timeout: float = 10.0, build_timeout: float = 30.0, reference_timeout: float = 300.0
     ) -> None:
         self.size = max(1, workers)
         self.timeout = timeout
@@ -419,7 +419,7 @@ def measure_batch(
     jobs: Sequence[Job],
     workers: int = 2,
     timeout: float = 10.0,
-    build_timeout: float = 120.0,
+    build_timeout: float = 30.0,
     reference_timeout: float = 300.0,
 ) -> list[dict[str, Any]]:
     """Measure ``jobs`` with a pool of this process, kept for the next batch sent here: the
