@@ -4,7 +4,14 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from schedule_testing import assert_same_outputs, check_replay, check_schedule, run_interp, run_llvm
+from schedule_testing import (
+    assert_same_outputs,
+    check_numerics,
+    check_replay,
+    check_schedule,
+    run_interp,
+    run_llvm,
+)
 
 import tir
 import tir.script as T
@@ -164,6 +171,19 @@ def gather(A: T.Buffer((16,), "float32"), Idx: T.Buffer((4,), "int32"), B: T.Buf
                     B[vo, vi] = A[Idx[vo] + vi]
 
 
+@T.script
+def partial_producer(A: T.Buffer((10,), "float32"), C: T.Buffer((10,), "float32")):
+    B = T.alloc_buffer((16,), "float32")
+    for i in range(10):
+        with T.block("B"):
+            vi = T.remap("S", i)
+            B[vi] = A[vi] * 2.0
+    for i in range(10):
+        with T.block("C"):
+            vi = T.remap("S", i)
+            C[vi] = B[vi] + 1.0
+
+
 def read_buffers(sch: Schedule, name: str) -> list[str]:
     """The buffers block ``name`` reads (looked up without recording anything in the trace)."""
     return [region.buffer.name for region in TreeIndex(sch.func).blocks[name].block.reads]
@@ -212,6 +232,21 @@ def test_cache_read_region_is_clamped_to_the_buffer(golden) -> None:  # type: ig
     sch.cache_read(block, 0, "local")
     assert loop_extents(sch, "A_local") == [100, 8]
     check_schedule(sch, scale, golden, "schedule/cache_read_clamped")
+
+
+def test_cache_read_region_honours_the_predicate_of_a_split_loop() -> None:
+    # After split(i, [None, 4]) the loops sweep vi over 0..11 and the T.where keeps 0..9. The
+    # copy must read B[0:10], what the producer wrote; B[10:12] is inside the buffer but
+    # written by no block (the fuzzer's cache_read of a cache_read, reverse_gather kernel).
+    sch = Schedule(partial_producer)
+    block = sch.get_block("C")
+    (i,) = sch.get_loops(block)
+    sch.split(i, [None, 4])
+    sch.cache_read(block, 0, "local")
+    assert loop_extents(sch, "B_local") == [10]
+    assert not tir.analysis.verify(sch.func)
+    check_numerics(partial_producer, sch.func)
+    check_replay(sch, partial_producer)
 
 
 def test_cache_read_redirects_only_the_named_consumers(golden) -> None:  # type: ignore[no-untyped-def]

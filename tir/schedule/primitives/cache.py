@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 
-from tir.arith import Analyzer, relax_range, simplify, union_regions
+from tir.arith import Analyzer, eval_interval, relax_range, simplify, union_regions
 from tir.ir import (
     GE,
     GT,
@@ -288,8 +288,9 @@ def cache_read(
 
     A new buffer ``<A>_<scope>`` (the shape of ``A``) is allocated in the block scope of the
     consumers, and a new block of the same name copies into it the part of ``A`` the consumers
-    read (their read regions, relaxed over the loops of that scope, kept inside the buffer; a
-    dimension whose bounds read memory is copied whole). The copy goes right before
+    read (their read regions, relaxed over the loops of that scope with each iterator kept in its
+    domain, so the ``T.where`` of a split loop is honoured; kept inside the buffer; a dimension
+    whose bounds read memory is copied whole). The copy goes right before
     the top-level statement of the scope that holds the first consumer; the consumers (by
     default the block itself, else ``consumer_blocks``: handles or names; the pure function
     takes their names as ``consumer_names``) then read the copy. Returns the new block (a
@@ -410,11 +411,51 @@ def _full_if_loaded(rng: Range, extent: PrimExpr) -> Range:
     return rng
 
 
+def _iterator_ranges(consumer: BlockRealize, dom: Mapping[Var, Range], analyzer: Analyzer) -> dict[Var, Range]:
+    """The range of each iterator of ``consumer`` as the loops of ``dom`` sweep: its binding's
+    values cut to its domain (the block runs only where every binding is in its domain). An
+    iterator whose binding uses no loop of ``dom`` keeps its binding (a point)."""
+    ranges: dict[Var, Range] = {}
+    for iter_var, binding in zip(consumer.block.iter_vars, consumer.iter_values):
+        if not _uses_vars(binding, set(dom)):
+            ranges[iter_var.var] = Range(binding, const(1, binding.dtype))
+            continue
+        low, high = eval_interval(binding, dom)
+        dom_low = iter_var.dom.min
+        dom_high = analyzer.simplify(iter_var.dom.min + iter_var.dom.extent - 1)
+        # max(low, dom_low) .. min(high, dom_high), or a provable superset of it.
+        low = low if analyzer.can_prove(low >= dom_low) else dom_low
+        high = high if analyzer.can_prove(high <= dom_high) else dom_high
+        ranges[iter_var.var] = Range(low, analyzer.simplify(high - low + 1))
+    return ranges
+
+
+def _tighter(first: Range, second: Range, inner_vars: Sequence[Var], analyzer: Analyzer) -> Range:
+    """Per end, the tighter of two hulls of one region, where provable; ``first`` otherwise.
+    A ``second`` that names a loop inside the scope (an iterator domain that does) is not used."""
+    if _uses_vars(second.min, inner_vars) or _uses_vars(second.extent, inner_vars):
+        return first
+    first_end = analyzer.simplify(first.min + first.extent)
+    second_end = analyzer.simplify(second.min + second.extent)
+    low = second.min if analyzer.can_prove(second.min > first.min) else first.min
+    end = second_end if analyzer.can_prove(second_end < first_end) else first_end
+    if low is first.min and end is first_end:
+        return first
+    return Range(low, analyzer.simplify(end - low))
+
+
 def _read_region(
     index: TreeIndex, scope: BlockRealize, consumers: list[BlockRealize], buffer: Buffer, primitive: str
 ) -> tuple[Range, ...]:
-    """The hull of what ``consumers`` read of ``buffer``, over the loops inside ``scope``."""
+    """The hull of what ``consumers`` read of ``buffer``, over the loops inside ``scope``.
+
+    Each dimension is the tighter of two hulls of the read region: with the bindings
+    substituted and the loops swept (exact where the bindings are correlated), and with each
+    iterator swept over its binding's values cut to its domain. The second honours the
+    ``T.where`` of a split loop whose last tile runs past the iterator's extent: the block
+    never runs there, so nothing it would read there was written (``region-cover``)."""
     region: tuple[Range, ...] | None = None
+    outer = _outer_analyzer(index, scope)
     for consumer in consumers:
         dom: dict[Var, Range] = {}
         inner_vars: list[Var] = []
@@ -425,12 +466,20 @@ def _read_region(
             elif isinstance(node, LetStmt):
                 inner_vars.append(node.var)
         bindings = {iv.var: value for iv, value in zip(consumer.block.iter_vars, consumer.iter_values)}
+        iter_dom = _iterator_ranges(consumer, dom, outer)
         for read in consumer.block.reads:
             if read.buffer is not buffer:
                 continue
             ranges = tuple(
                 _full_if_loaded(
-                    relax_range(Range(substitute(rng.min, bindings), substitute(rng.extent, bindings)), dom, extent),
+                    _tighter(
+                        relax_range(
+                            Range(substitute(rng.min, bindings), substitute(rng.extent, bindings)), dom, extent
+                        ),
+                        relax_range(rng, iter_dom, extent),
+                        inner_vars,
+                        outer,
+                    ),
                     extent,
                 )
                 for rng, extent in zip(read.region, buffer.shape)
