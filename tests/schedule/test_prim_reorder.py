@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from schedule_testing import check_schedule
+from schedule_testing import check_numerics, check_replay, check_schedule
 
 import tir
 import tir.script as T
@@ -92,6 +92,16 @@ def triangle(A: T.Buffer((8, 8), "float32"), B: T.Buffer((8, 8), "float32")):
                 B[vi, vj] = A[vi, vj] * 2.0
 
 
+@T.script
+def max_pool(data: T.Buffer((1, 9, 9, 2), "float32"), pool: T.Buffer((1, 4, 4, 2), "float32")):
+    for n, h, w, c, rh, rw in T.grid(1, 4, 4, 2, 3, 3):
+        with T.block("pool"):
+            vn, vh, vw, vc, vrh, vrw = T.remap("SSSSRR", n, h, w, c, rh, rw)
+            with T.init():
+                pool[vn, vh, vw, vc] = T.float32("-inf")
+            pool[vn, vh, vw, vc] = T.max(pool[vn, vh, vw, vc], data[vn, vh * 2 + vrh, vw * 2 + vrw, vc])
+
+
 def test_reorder_matmul_reduction_outermost(golden) -> None:  # type: ignore[no-untyped-def]
     sch = Schedule(matmul)
     i, j, k = sch.get_loops(sch.get_block("C"))
@@ -117,6 +127,20 @@ def test_reorder_two_blocks_touching_disjoint_parts(golden) -> None:  # type: ig
     i, j = sch.get_loops(sch.get_block("B"))
     sch.reorder(j, i)
     check_schedule(sch, pipeline, golden, "schedule/reorder_pipeline")
+
+
+def test_reorder_of_a_loop_fusing_spatial_and_reduction_axes_builds_right() -> None:
+    # The innermost loop runs w, rh and rw fused: each iteration updates pool[0, h, f % 4, c],
+    # so it carries a dependence through memory at a modulo address, which LLVM's loop
+    # vectorizer got wrong (tir.codegen.llvm_vectorizer_guard). Found by the fuzzer.
+    sch = Schedule(max_pool)
+    n, h, w, c, rh, rw = sch.get_loops(sch.get_block("pool"))
+    sch.reorder(rw, rh, w, h, n, c)
+    fused = sch.fuse(rw, rh, w)
+    sch.reorder(c, h, n, fused)
+    assert "for c, h, n, rw_rh_w_fused in T.grid(2, 4, 1, 36):" in sch.func.script()
+    check_numerics(max_pool, sch.func)
+    check_replay(sch, max_pool)
 
 
 def test_reorder_in_the_current_order_changes_nothing() -> None:

@@ -81,6 +81,7 @@ class ModuleCodegen:
         self.trampolines: dict[str, ir.Function] = {}
         self._num_threads: ir.GlobalVariable | None = None
         self._unroll_full: ir.values.MDValue | None = None
+        self._vectorize_off: ir.values.MDValue | None = None
 
     @property
     def num_threads_global(self) -> ir.GlobalVariable:
@@ -98,10 +99,26 @@ class ModuleCodegen:
         ``unroll_loops`` leaves an unrolled loop too large to copy in TIR as a loop marked
         ``pragma_unroll``; with this metadata LLVM's unroller, which ``optimize`` otherwise runs
         only for loops that ask for it, unrolls it (copying in C++ is far cheaper)."""
-        if self._unroll_full is None:
-            self._unroll_full = self.module.add_metadata([ir.MetaDataString(self.module, "llvm.loop.unroll.full")])
-        loop_id = _LoopID(self.module, [self._unroll_full], name=str(len(self.module.metadata)))
-        loop_id.operands = (loop_id, self._unroll_full)
+        return self.loop_id(unroll_full=True)
+
+    def loop_id(self, *, unroll_full: bool = False, vectorize_off: bool = False) -> ir.values.MDValue:
+        """A new loop ID for one loop's back edge with the properties asked for:
+        ``llvm.loop.unroll.full`` (see ``full_unroll_loop_id``) and / or
+        ``llvm.loop.vectorize.enable = false`` (a loop LLVM's vectorizer would miscompile:
+        ``tir.codegen.llvm_vectorizer_guard``)."""
+        properties: list[ir.values.MDValue] = []
+        if unroll_full:
+            if self._unroll_full is None:
+                self._unroll_full = self.module.add_metadata([ir.MetaDataString(self.module, "llvm.loop.unroll.full")])
+            properties.append(self._unroll_full)
+        if vectorize_off:
+            if self._vectorize_off is None:
+                self._vectorize_off = self.module.add_metadata(
+                    [ir.MetaDataString(self.module, "llvm.loop.vectorize.enable"), ir.Constant(ir.IntType(1), 0)]
+                )
+            properties.append(self._vectorize_off)
+        loop_id = _LoopID(self.module, properties, name=str(len(self.module.metadata)))
+        loop_id.operands = (loop_id, *properties)
         return loop_id
 
     def generate(self) -> str:

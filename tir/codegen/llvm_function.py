@@ -39,6 +39,7 @@ from tir.codegen.llvm_types import (
     storage_type,
     value_type,
 )
+from tir.codegen.llvm_vectorizer_guard import vectorize_off_by_loop
 from tir.ir import (
     EQ,
     GE,
@@ -177,6 +178,8 @@ class FunctionCodegen:
         # index that overflowed would be out of bounds anyway, and the flag lets LLVM widen
         # 32-bit index arithmetic once per loop instead of sign-extending every access.
         self._nsw = False
+        # Loops LLVM's loop vectorizer must leave alone (tir.codegen.llvm_vectorizer_guard).
+        self.vectorize_off: dict[For, bool] = {}
 
     # ------------------------------------------------------------ helpers
 
@@ -332,8 +335,13 @@ class FunctionCodegen:
         step.flags.append("nuw" if var.dtype.is_uint else "nsw")  # index < end: the step cannot wrap
         index.add_incoming(step, b.block)
         back_edge = b.branch(header)
-        if loop.kind is ForKind.UNROLLED or loop.annotations.get("pragma_unroll"):
-            back_edge.set_metadata("llvm.loop", self.mcg.full_unroll_loop_id())
+        unroll_full = loop.kind is ForKind.UNROLLED or bool(loop.annotations.get("pragma_unroll"))
+        if loop not in self.vectorize_off:
+            # The outermost loop of a nest: one pass judges it and every loop inside it.
+            self.vectorize_off.update(vectorize_off_by_loop(loop))
+        vectorize_off = self.vectorize_off[loop]
+        if unroll_full or vectorize_off:
+            back_edge.set_metadata("llvm.loop", self.mcg.loop_id(unroll_full=unroll_full, vectorize_off=vectorize_off))
         b.position_at_end(exit_block)
         self.unbind(var)
 
