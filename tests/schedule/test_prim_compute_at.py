@@ -450,7 +450,7 @@ def _loop(sch: Schedule, block: str, position: int):  # type: ignore[no-untyped-
     "func,block,loop_block,loop_position,message",
     [
         (stencil, "B", "B", 0, r"compute_at: block 'B': the block is already under the loop i"),
-        (stencil, "C", "B", 0, r"the loop i comes before the block"),
+        (stencil, "C", "B", 0, r"the loop i comes before the block; .* use reverse_compute_at"),
         (two_outputs, "B", "C", 0, r"the block must write exactly one buffer, it writes \['B', 'B2'\]"),
         (param_producer, "B", "C", 0, r"the block writes the function parameter B"),
         (read_outside_scope, "B", "C", 0, r"buffer B is also read by block 'D' outside the block's scope"),

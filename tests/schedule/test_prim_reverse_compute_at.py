@@ -297,7 +297,7 @@ def _loop(sch: Schedule, block: str, position: int):  # type: ignore[no-untyped-
     "func,block,loop_block,loop_position,message",
     [
         (matmul_relu, "D", "D", 0, r"reverse_compute_at: block 'D': the block is already under the loop i"),
-        (matmul_relu, "C", "D", 0, r"the loop i comes after the block"),
+        (matmul_relu, "C", "D", 0, r"the loop i comes after the block; .* use compute_at"),
         (no_producer, "C", "B", 0, r"the block has no producer in its scope"),
         (two_producers, "C", "B", 0, r"producer block 'E' is not under the loop i"),
         (two_produced, "C", "B", 0, r"the block reads more than one buffer produced in its scope: \['B', 'E'\]"),

@@ -286,13 +286,19 @@ def _plan(index: TreeIndex, block_name: str, loop_var: Var, reverse: bool) -> _P
     under = [k for k, sibling in enumerate(siblings) if index.is_ancestor(loop, sibling)]
     if under and not reverse and under[0] < position:
         raise ScheduleError(
-            primitive, target, f"the loop {loop_var.name} comes before the block; compute_at moves a block later"
+            primitive,
+            target,
+            f"the loop {loop_var.name} comes before the block; compute_at moves a block (a producer) later, "
+            f"under its consumer's loop: to move this block earlier, under its producer's loop, use "
+            f"reverse_compute_at",
         )
     if under and reverse and under[-1] > position:
         raise ScheduleError(
             primitive,
             target,
-            f"the loop {loop_var.name} comes after the block; reverse_compute_at moves a block earlier",
+            f"the loop {loop_var.name} comes after the block; reverse_compute_at moves a block (a consumer) "
+            f"earlier, under its producer's loop: to move this block later, under its consumer's loop, use "
+            f"compute_at",
         )
 
     _check_movable_block(primitive, index, realize)
