@@ -3,7 +3,9 @@
 Workloads (float32):
 - gemm:  1024 x 1024 x 1024 matmul, compared with numpy (OpenBLAS);
 - conv:  conv2d NHWC, N=1, 56x56, 64 -> 64, 3x3, stride 1, pad 1, compared with onnxruntime's Conv;
-- dense: 128 x 3072 x 768 matmul + bias + relu, compared with onnxruntime's MatMul + Add + Relu.
+- dense: 128 x 3072 x 768 matmul + bias + relu, compared with onnxruntime's MatMul + Add + Relu
+  (W a constant of the graph, which onnxruntime packs once at session creation; also, for
+  reference, with W a graph input like our kernel's argument, packed on every call).
 
 Each is tuned with ``metasched.tune`` at each trial count (default 64 and 256) with the
 candidates run at 2 threads, then its best program is timed at 1 and 2 threads side by side with
@@ -115,6 +117,7 @@ class Workload:
         shapes = [tuple(int(d.value) for d in b.shape) for b in func.buffer_params]
         self.arrays = [rng.standard_normal(shape, dtype=np.float32) for shape in shapes]
         self.arrays[-1][...] = 0.0
+        self.extra_peer: tuple[str, Callable[[int], Callable[[], Any]]] | None = None
         self.expected, self.peer_call = self._peer_setup()
 
     def _peer_setup(self) -> tuple[np.ndarray, Callable[[int], Callable[[], Any]]]:
@@ -155,29 +158,40 @@ class Workload:
         x, w, bias = a[0], a[1], a[2]
         expected = np.maximum(x.astype(np.float64) @ w.astype(np.float64) + bias, 0.0)
 
-        def dense_peer(threads: int) -> Callable[[], Any]:
+        def dense_session(threads: int, weight_is_input: bool) -> Callable[[], Any]:
+            inputs = [helper.make_tensor_value_info("x", TensorProto.FLOAT, [128, 768])]
+            inits = [numpy_helper.from_array(bias, "b")]
+            if weight_is_input:
+                inputs.append(helper.make_tensor_value_info("w", TensorProto.FLOAT, [768, 3072]))
+            else:
+                inits.append(numpy_helper.from_array(w, "w"))
             session = _onnx_session(
                 [
                     helper.make_node("MatMul", ["x", "w"], ["m"]),
                     helper.make_node("Add", ["m", "b"], ["s"]),
                     helper.make_node("Relu", ["s"], ["y"]),
                 ],
-                [helper.make_tensor_value_info("x", TensorProto.FLOAT, [128, 768])],
+                inputs,
                 [helper.make_tensor_value_info("y", TensorProto.FLOAT, [128, 3072])],
-                [numpy_helper.from_array(w, "w"), numpy_helper.from_array(bias, "b")],
+                inits,
                 threads,
             )
-            feed = {"x": x}
+            feed = {"x": x, "w": w} if weight_is_input else {"x": x}
             return lambda: session.run(None, feed)
 
-        return expected, dense_peer
+        # The main peer holds W as a constant, which onnxruntime packs once when the session is
+        # made; our kernel takes W as an argument on every call. The second peer takes W as an
+        # input too (packed on every call, as ours), for reference.
+        self.extra_peer = ("onnxruntime, W an input", lambda threads: dense_session(threads, True))
+        return expected, lambda threads: dense_session(threads, False)
 
 
 WORKLOADS = {"gemm": (gemm, "numpy"), "conv": (conv2d, "onnxruntime"), "dense": (dense, "onnxruntime")}
 
 
-def compare(workload: Workload, func: tir.PrimFunc) -> dict[int, tuple[float, float]]:
-    """Seconds of ours and the peer's at 1 and 2 threads, measured alternately."""
+def compare(workload: Workload, func: tir.PrimFunc) -> dict[int, tuple[float, float, float | None]]:
+    """Seconds of ours, the peer's and the extra peer's (None without one) at 1 and 2 threads,
+    measured alternately."""
     module = tir.build(func, "llvm")
     out = workload.arrays[-1]
     module(*workload.arrays)
@@ -186,11 +200,14 @@ def compare(workload: Workload, func: tir.PrimFunc) -> dict[int, tuple[float, fl
     for threads in (1, 2):
         module.set_num_threads(threads)
         peer = workload.peer_call(threads)
-        ours = theirs = float("inf")
+        extra = workload.extra_peer[1](threads) if workload.extra_peer else None
+        ours = theirs = other = float("inf")
         for _ in range(ROUNDS):
             ours = min(ours, module.time(*workload.arrays, repeat=REPEAT, warmup=2))
             theirs = min(theirs, median_seconds(peer, repeat=REPEAT, warmup=2))
-        figures[threads] = (ours, theirs)
+            if extra is not None:
+                other = min(other, median_seconds(extra, repeat=REPEAT, warmup=2))
+        figures[threads] = (ours, theirs, other if extra is not None else None)
     return figures
 
 
@@ -242,7 +259,7 @@ def main() -> None:
                 f"tuned in {stats['wall_s']:.0f} s, {stats['trials_per_min']:.0f} trials/min, "
                 f"median build {stats['median_build_s'] * 1e3:.0f} ms"
             )
-            for threads, (ours, theirs) in timing.items():
+            for threads, (ours, theirs, other) in timing.items():
                 ratio = theirs / ours
                 print(
                     f"  {threads} thread{'s' if threads > 1 else ' '}: ours {workload.flops / ours / 1e9:6.1f} GFLOP/s "
@@ -250,6 +267,12 @@ def main() -> None:
                     f"({theirs * 1e3:.3f} ms)  ratio {ratio:.3f}"
                 )
                 figures[f"{tag}_ratio_{threads}t"] = ratio
+                if other is not None and workload.extra_peer is not None:
+                    print(
+                        f"             {workload.extra_peer[0]}: {workload.flops / other / 1e9:6.1f} GFLOP/s "
+                        f"({other * 1e3:.3f} ms)  ratio {other / ours:.3f}"
+                    )
+                    figures[f"{tag}_ratio_{threads}t_weight_input"] = other / ours
             figures.update({f"{tag}_{k}": v for k, v in stats.items()})
         if args.compare_random:
             best = {}
