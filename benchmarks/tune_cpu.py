@@ -24,6 +24,7 @@ from __future__ import annotations
 import argparse
 import statistics
 import tempfile
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -35,6 +36,7 @@ import tir
 import tir.script as T
 
 ROUNDS, REPEAT = 5, 10
+PAUSE = 0.3  # seconds between the sides' timings (see compare)
 
 # ---------------------------------------------------------------- workloads
 
@@ -203,9 +205,15 @@ def compare(workload: Workload, func: tir.PrimFunc) -> dict[int, tuple[float, fl
         extra = workload.extra_peer[1](threads) if workload.extra_peer else None
         ours = theirs = other = float("inf")
         for _ in range(ROUNDS):
+            # A pause before each side: onnxruntime's and OpenBLAS's threads spin for a while
+            # after a call (OpenBLAS about 0.1 s), and our threads timed right after them ran
+            # up to 2x slower; each side is timed on a machine the other has left.
+            time.sleep(PAUSE)
             ours = min(ours, module.time(*workload.arrays, repeat=REPEAT, warmup=2))
+            time.sleep(PAUSE)
             theirs = min(theirs, median_seconds(peer, repeat=REPEAT, warmup=2))
             if extra is not None:
+                time.sleep(PAUSE)
                 other = min(other, median_seconds(extra, repeat=REPEAT, warmup=2))
         figures[threads] = (ours, theirs, other if extra is not None else None)
     return figures
