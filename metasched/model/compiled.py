@@ -5,6 +5,13 @@ rules, or the database's best) -> one shared library -> ``CompiledModel``.
 intermediates in one pre-allocated arena (lifetimes planned, memory reused), views as aliases.
 ``save(dir)`` writes ``model.so``, ``graph.json`` and ``constants.npz``; ``load(dir)`` needs
 only numpy and a C loader.
+
+Symbolic dimensions (``compile(path, symbolic={"N": 8})``, see ``metasched.model.symbolic``):
+the model is built once; kernels take the symbolic sizes as trailing int32 arguments and are
+scheduled for the representative sizes (``metasched.model.symbolic_schedule``). Every run binds
+the sizes from the inputs' shapes (inputs that disagree, or a fixed dimension that does not
+match, are refused naming the input and dimension), and the arena is laid out again for those
+sizes (cached: the same sizes reuse the layout; the arena only grows).
 """
 
 from __future__ import annotations
@@ -58,12 +65,15 @@ def compile(  # noqa: A001 - the public name the design gives it
     threads: int | None = 2,
     schedule: str = "default",
     work_dir: str | os.PathLike[str] | None = None,
+    symbolic: Mapping[str, int] | None = None,
 ) -> CompiledModel:
-    """Compile a ``Graph`` (or an ONNX path / ModelProto without symbolic inputs) for ``target``.
+    """Compile a ``Graph`` (or an ONNX path / ModelProto) for ``target``.
 
     ``schedule``: ``"default"`` (rule-based schedules, zero trials) or ``"none"`` (unscheduled
     programs: slow, for debugging). A ``database`` (path or ``metasched.Database``) overrides
-    the schedule of every task it has a record for."""
+    the schedule of every task it has a record for. ``symbolic`` (with an ONNX path or proto;
+    a Graph carries its own from ``from_onnx``) keeps the named ``dim_param``s symbolic: one
+    build runs every size, scheduled for the representative sizes given (``{"N": 8}``)."""
     import tir
     from metasched.model.fuse import lower_group, partition
     from metasched.model.graph import Graph
@@ -73,7 +83,13 @@ def compile(  # noqa: A001 - the public name the design gives it
     if not isinstance(graph, Graph):
         from metasched.model.onnx import from_onnx
 
-        graph = from_onnx(graph)
+        graph = from_onnx(graph, symbolic=symbolic)
+    elif symbolic is not None and dict(symbolic) != graph.symbolic:
+        raise ValueError(
+            f"compile(symbolic={dict(symbolic)}) but the graph was imported with symbolic={graph.symbolic}; "
+            "pass symbolic to from_onnx (or give compile the ONNX file)"
+        )
+    representative = representative_graph(graph) if graph.symbolic else None
     report = CompileReport()
     groups = partition(graph)
     tasks: dict[str, dict[str, Any]] = {}
@@ -82,14 +98,18 @@ def compile(  # noqa: A001 - the public name the design gives it
         if group.kind == "view":
             steps.append({"kind": "view", "src": group.nodes[0].inputs[0], "dst": group.outputs[0]})
             continue
+        fixed = lower_group(representative, group) if representative is not None else None
         func = lower_group(graph, group)
+        if fixed is not None and not shape_params(func):
+            fixed = None  # a group whose shapes are all constant
         key = workload_hash(func)
         if key not in tasks:
             tasks[key] = {
                 "name": f"t{len(tasks)}_{group.name.split('_', 1)[1]}"[:60],
                 "func": func,
+                "representative": fixed,
                 "weight": 0,
-                "flops": float(count_flops(func)),
+                "flops": float(count_flops(fixed if fixed is not None else func)),
                 "key": key,
             }
         tasks[key]["weight"] += 1
@@ -100,14 +120,20 @@ def compile(  # noqa: A001 - the public name the design gives it
                 "args": [*group.inputs, *group.outputs],
                 "outputs": len(group.outputs),
                 "group": group.name,
+                "shape_vars": list(shape_params(func)),
             }
         )
     db = _open_database(database)
     t0 = time.perf_counter()
     scheduled: dict[str, Any] = {}
     for key, task in tasks.items():
-        func, source = _schedule(task["func"], target, db, schedule)
-        scheduled[task["name"]] = replace(func, name=task["name"])
+        if task["representative"] is not None:
+            from metasched.model.symbolic_schedule import schedule_symbolic
+
+            func, source = schedule_symbolic(task["func"], task["representative"], graph.symbolic, target, db, schedule)
+        else:
+            func, source = _schedule(task["func"], target, db, schedule)
+        scheduled[task["name"]] = with_shape_params(replace(func, name=task["name"]))
         report.tasks.append(
             {"name": task["name"], "weight": task["weight"], "flops": task["flops"], "schedule": source, "key": key}
         )
@@ -115,9 +141,11 @@ def compile(  # noqa: A001 - the public name the design gives it
     t0 = time.perf_counter()
     directory = Path(work_dir) if work_dir is not None else Path(tempfile.mkdtemp(prefix="metasched_model_"))
     directory.mkdir(parents=True, exist_ok=True)
-    library = _build_library(scheduled, {t["name"]: t["func"] for t in tasks.values()}, target, directory, report)
+    originals = {t["name"]: with_shape_params(t["func"]) for t in tasks.values()}
+    library = _build_library(scheduled, originals, target, directory, report)
     report.build_seconds = time.perf_counter() - t0
     plan = _plan(graph, steps)
+    plan["symbolic"] = dict(graph.symbolic)
     plan["functions"] = {name: len(f.params) for name, f in scheduled.items()}
     model = CompiledModel(plan, {k: graph.constants[k] for k in plan["constants"]}, library, threads)
     report.arena_bytes = plan["arena_bytes"]
@@ -126,6 +154,40 @@ def compile(  # noqa: A001 - the public name the design gives it
     model.report = report
     del tir
     return model
+
+
+def representative_graph(graph: Any) -> Any:
+    """A copy of ``graph`` with every symbolic dimension at its representative size."""
+    from metasched.model.graph import Graph, TensorInfo
+    from metasched.model.symbolic import substitute
+
+    infos = {
+        name: TensorInfo(tuple(substitute(d, graph.symbolic) for d in info.shape), info.dtype)
+        for name, info in graph.infos.items()
+    }
+    return Graph(graph.name, graph.inputs, graph.outputs, graph.nodes, graph.constants, infos, graph.opset)
+
+
+def shape_params(func: Any) -> list[str]:
+    """Names of the shape variables ``func``'s buffers use (parameters' and allocations'), sorted."""
+    from metasched.model.symbolic import free_vars
+
+    extents = [e for b in func.buffer_params for e in b.shape]
+    return sorted(free_vars(extents))
+
+
+def with_shape_params(func: Any) -> Any:
+    """``func`` with its shape variables as trailing int32 scalar parameters, sorted by name (the
+    plan passes the sizes bound from the inputs; derived extents such as ``(W - 3) // 2 + 1``
+    could not be bound from an argument's shape)."""
+    from metasched.model.symbolic import free_vars
+
+    found = free_vars([e for b in func.buffer_params for e in b.shape])
+    if not found:
+        return func
+    present = {p.name for p in func.params if not hasattr(p, "shape")}
+    extra = tuple(found[name] for name in sorted(found) if name not in present)
+    return replace(func, params=(*func.params, *extra)) if extra else func
 
 
 def _open_database(database: Any) -> Any:
@@ -184,11 +246,15 @@ def _build_library(
 
 def _plan(graph: Any, steps: list[dict[str, Any]]) -> dict[str, Any]:
     """Where every value lives: inputs (the caller's arrays), constants, or the arena (offsets
-    from lifetimes: a value's bytes are reused once its last reader has run); views alias."""
+    from lifetimes: a value's bytes are reused once its last reader has run); views alias.
+    Symbolic shapes are saved as ``symbolic.to_json`` trees; offsets are for the
+    representative sizes (``_layout`` places the arena again for the sizes of each run)."""
+    from metasched.model.symbolic import to_json
+
     tensors: dict[str, dict[str, Any]] = {}
     for name in graph.inputs:
         info = graph.infos[name]
-        tensors[name] = {"shape": list(info.shape), "dtype": info.dtype, "storage": "input"}
+        tensors[name] = {"shape": [to_json(d) for d in info.shape], "dtype": info.dtype, "storage": "input"}
     constants = []
     base: dict[str, str] = {}
     first: dict[str, int] = {}
@@ -214,14 +280,14 @@ def _plan(graph: Any, steps: list[dict[str, Any]]) -> dict[str, Any]:
             if step["kind"] == "view":
                 base[name] = step["src"]
                 tensors[name] = {
-                    "shape": list(info.shape),
+                    "shape": [to_json(d) for d in info.shape],
                     "dtype": info.dtype,
                     "storage": "alias",
                     "base": root(step["src"]),
                 }
                 last[root(name)] = index
             else:
-                tensors[name] = {"shape": list(info.shape), "dtype": info.dtype, "storage": "arena"}
+                tensors[name] = {"shape": [to_json(d) for d in info.shape], "dtype": info.dtype, "storage": "arena"}
                 first[name] = index
                 last[name] = index
     for name in graph.outputs:
@@ -230,21 +296,12 @@ def _plan(graph: Any, steps: list[dict[str, Any]]) -> dict[str, Any]:
             tensors[name] = {"shape": list(value.shape), "dtype": str(value.dtype), "storage": "const"}
             constants.append(name)
         last[root(name)] = len(steps)
-    arena = [n for n, t in tensors.items() if t["storage"] == "arena"]
-    sizes = {n: _nbytes(tensors[n]) for n in arena}
-    placed: list[tuple[int, int, int, int]] = []  # offset, size, first, last
-    for name in sorted(arena, key=lambda n: -sizes[n]):
-        size = -(-max(sizes[name], 1) // ALIGN) * ALIGN
-        lo, hi = first[name], last.get(name, first[name])
-        busy = sorted((o, s) for o, s, f, la in placed if not (la < lo or f > hi))
-        offset = 0
-        for o, s in busy:
-            if offset + size <= o:
-                break
-            offset = max(offset, o + s)
+    for name, tensor in tensors.items():
+        if tensor["storage"] == "arena":
+            tensor["first"], tensor["last"] = first[name], last.get(name, first[name])
+    offsets, arena_bytes, intermediate_bytes = _layout(tensors, dict(graph.symbolic))
+    for name, offset in offsets.items():
         tensors[name]["offset"] = offset
-        placed.append((offset, size, lo, hi))
-    arena_bytes = max((o + s for o, s, _, _ in placed), default=0)
     return {
         "version": FORMAT_VERSION,
         "inputs": list(graph.inputs),
@@ -253,12 +310,41 @@ def _plan(graph: Any, steps: list[dict[str, Any]]) -> dict[str, Any]:
         "steps": steps,
         "constants": constants,
         "arena_bytes": int(arena_bytes),
-        "intermediate_bytes": int(sum(sizes.values())),
+        "intermediate_bytes": int(intermediate_bytes),
     }
 
 
-def _nbytes(tensor: dict[str, Any]) -> int:
-    return int(np.prod(tensor["shape"], dtype=np.int64)) * np.dtype(tensor["dtype"]).itemsize
+def _layout(tensors: Mapping[str, dict[str, Any]], sizes: Mapping[str, int]) -> tuple[dict[str, int], int, int]:
+    """Arena offsets (biggest first, first fit among values alive at the same time), the arena's
+    bytes and the intermediates' total bytes, for the given symbolic sizes."""
+    arena = [n for n, t in tensors.items() if t["storage"] == "arena"]
+    nbytes = {n: _nbytes(tensors[n], sizes) for n in arena}
+    offsets: dict[str, int] = {}
+    placed: list[tuple[int, int, int, int]] = []  # offset, size, first, last
+    for name in sorted(arena, key=lambda n: -nbytes[n]):
+        size = -(-max(nbytes[name], 1) // ALIGN) * ALIGN
+        lo, hi = tensors[name]["first"], tensors[name]["last"]
+        busy = sorted((o, s) for o, s, f, la in placed if not (la < lo or f > hi))
+        offset = 0
+        for o, s in busy:
+            if offset + size <= o:
+                break
+            offset = max(offset, o + s)
+        offsets[name] = offset
+        placed.append((offset, size, lo, hi))
+    arena_bytes = max((o + s for o, s, _, _ in placed), default=0)
+    return offsets, int(arena_bytes), int(sum(nbytes.values()))
+
+
+def _shape(tensor: dict[str, Any], sizes: Mapping[str, int]) -> tuple[int, ...]:
+    from metasched.model.symbolic import evaluate
+
+    return tuple(evaluate(d, sizes) for d in tensor["shape"])
+
+
+def _nbytes(tensor: dict[str, Any], sizes: Mapping[str, int] | None = None) -> int:
+    shape = _shape(tensor, sizes or {})
+    return int(np.prod(shape, dtype=np.int64)) * np.dtype(tensor["dtype"]).itemsize
 
 
 class CompiledModel:
@@ -270,25 +356,58 @@ class CompiledModel:
         self.plan = plan
         self.library_path = library
         self.report: CompileReport | None = None
+        self.symbolic: dict[str, int] = dict(plan.get("symbolic") or {})
         self._lib = ctypes.CDLL(library)
         self._constants = {k: np.ascontiguousarray(v) for k, v in constants.items()}
-        self._arena = np.zeros(max(plan["arena_bytes"], 1) + ALIGN, dtype=np.uint8)
-        shift = (-self._arena.ctypes.data) % ALIGN
-        self._arena_base = shift
-        self._arrays: dict[str, np.ndarray] = {}
-        for name, tensor in plan["tensors"].items():
-            if tensor["storage"] == "arena":
-                self._arrays[name] = self._view(tensor["offset"], tensor)
-            elif tensor["storage"] == "const":
-                self._arrays[name] = self._constants[name].reshape(tensor["shape"])
-        self._calls: list[tuple[Any, Any, list[tuple[int, str]]]] = []
+        # One int32 cell per symbolic size: the kernels' trailing scalar arguments point here.
+        self._size_cells = {name: np.zeros((), np.int32) for name in self.symbolic}
+        self._arena = np.zeros(0, dtype=np.uint8)
+        self._sizes: dict[str, int] | None = None
+        self._functions = []
         for step in plan["steps"]:
-            if step["kind"] != "call":
-                continue
-            function = getattr(self._lib, step["func"])
-            function.restype = ctypes.c_int32
-            function.argtypes = [ctypes.c_void_p]
-            pointers = (ctypes.c_void_p * len(step["args"]))()
+            if step["kind"] == "call":
+                function = getattr(self._lib, step["func"])
+                function.restype = ctypes.c_int32
+                function.argtypes = [ctypes.c_void_p]
+                self._functions.append(function)
+        if not self.symbolic:
+            self._prepare({})
+        self.threads = threads
+        self.set_threads(threads)
+
+    # ------------------------------------------------------------ memory
+
+    def _prepare(self, sizes: dict[str, int]) -> None:
+        """Arrays and argument pointers for these symbolic sizes (the arena laid out for them)."""
+        if self._sizes == sizes:
+            return
+        tensors = self.plan["tensors"]
+        self._shapes = {name: _shape(tensor, sizes) for name, tensor in tensors.items()}
+        if self.symbolic:
+            for name, shape in self._shapes.items():
+                if any(extent < 1 for extent in shape):
+                    given = ", ".join(f"{k}={v}" for k, v in sizes.items())
+                    raise ValueError(
+                        f"{given} is too small for this model: the value {name!r} would have shape {shape}"
+                    )
+            offsets, arena_bytes, _ = _layout(tensors, sizes)
+        else:
+            offsets = {n: t["offset"] for n, t in tensors.items() if t["storage"] == "arena"}
+            arena_bytes = self.plan["arena_bytes"]
+        if self._arena.size < arena_bytes + ALIGN:
+            self._arena = np.zeros(max(arena_bytes, 1) + ALIGN, dtype=np.uint8)
+        self._arena_base = (-self._arena.ctypes.data) % ALIGN
+        self._arrays: dict[str, np.ndarray] = {}
+        for name, tensor in tensors.items():
+            if tensor["storage"] == "arena":
+                self._arrays[name] = self._view(offsets[name], name)
+            elif tensor["storage"] == "const":
+                self._arrays[name] = self._constants[name].reshape(self._shapes[name])
+        self._calls: list[tuple[Any, Any, list[tuple[int, str]]]] = []
+        steps = [step for step in self.plan["steps"] if step["kind"] == "call"]
+        for function, step in zip(self._functions, steps, strict=True):
+            names = step.get("shape_vars", [])
+            pointers = (ctypes.c_void_p * max(len(step["args"]) + len(names), 1))()
             late = []
             for slot, name in enumerate(step["args"]):
                 fixed = self._fixed_array(name)
@@ -296,17 +415,17 @@ class CompiledModel:
                     late.append((slot, name))
                 else:
                     pointers[slot] = fixed.ctypes.data
+            for slot, name in enumerate(names, start=len(step["args"])):
+                pointers[slot] = self._size_cells[name].ctypes.data
             self._calls.append((function, pointers, late))
-        self.threads = threads
-        self.set_threads(threads)
+        self._sizes = dict(sizes)
 
-    # ------------------------------------------------------------ memory
-
-    def _view(self, offset: int, tensor: dict[str, Any]) -> np.ndarray:
-        dtype = np.dtype(tensor["dtype"])
-        count = int(np.prod(tensor["shape"], dtype=np.int64))
+    def _view(self, offset: int, name: str) -> np.ndarray:
+        dtype = np.dtype(self.plan["tensors"][name]["dtype"])
+        shape = self._shapes[name]
+        count = int(np.prod(shape, dtype=np.int64))
         start = self._arena_base + offset
-        return self._arena[start : start + count * dtype.itemsize].view(dtype).reshape(tensor["shape"])
+        return self._arena[start : start + count * dtype.itemsize].view(dtype).reshape(shape)
 
     def _root(self, name: str) -> str:
         tensor = self.plan["tensors"][name]
@@ -318,6 +437,7 @@ class CompiledModel:
 
     @property
     def arena_bytes(self) -> int:
+        """Bytes of the arena (for the representative sizes when the model is symbolic)."""
         return int(self.plan["arena_bytes"])
 
     @property
@@ -335,17 +455,21 @@ class CompiledModel:
             pass  # no parallel loop in the library
 
     @property
-    def input_specs(self) -> dict[str, tuple[tuple[int, ...], str]]:
+    def input_specs(self) -> dict[str, tuple[tuple[int | str, ...], str]]:
+        """Input name -> (shape, dtype); a symbolic dimension is given by its name."""
         return {
             n: (tuple(self.plan["tensors"][n]["shape"]), self.plan["tensors"][n]["dtype"]) for n in self.plan["inputs"]
         }
 
-    def _check_inputs(self, inputs: Mapping[str, Any]) -> dict[str, np.ndarray]:
+    def _check_inputs(self, inputs: Mapping[str, Any]) -> tuple[dict[str, np.ndarray], dict[str, int]]:
+        """The inputs as contiguous arrays, and the symbolic sizes their shapes give."""
         expected = self.input_specs
         unknown = [n for n in inputs if n not in expected]
         if unknown:
             raise ValueError(f"unknown input(s) {unknown}; the model's inputs are {list(expected)}")
         checked = {}
+        sizes: dict[str, int] = {}
+        source: dict[str, str] = {}
         for name, (shape, dtype) in expected.items():
             if name not in inputs:
                 raise ValueError(f"missing input {name!r} (shape {shape}, dtype {dtype})")
@@ -354,14 +478,35 @@ class CompiledModel:
                 raise TypeError(f"input {name!r} must be a numpy array, got {type(array).__name__}")
             if array.dtype != np.dtype(dtype):
                 raise TypeError(f"input {name!r} has dtype {array.dtype}, the model expects {dtype}")
-            if tuple(array.shape) != shape:
-                raise ValueError(f"input {name!r} has shape {tuple(array.shape)}, the model expects {shape}")
+            if array.ndim != len(shape):
+                raise ValueError(
+                    f"input {name!r} has shape {tuple(array.shape)} (rank {array.ndim}), the model expects "
+                    f"rank {len(shape)}: {shape}"
+                )
+            for axis, (got, want) in enumerate(zip(array.shape, shape, strict=True)):
+                if isinstance(want, str):
+                    if got < 1:
+                        raise ValueError(f"input {name!r} dimension {axis} ({want}) is {got}; it must be at least 1")
+                    if want in sizes and sizes[want] != got:
+                        raise ValueError(
+                            f"input {name!r} dimension {axis} ({want}) is {got}, but input {source[want]!r} "
+                            f"gives {want} = {sizes[want]}"
+                        )
+                    sizes[want], source[want] = int(got), name
+                elif isinstance(want, int) and got != want:
+                    raise ValueError(
+                        f"input {name!r} has shape {tuple(array.shape)}, the model expects {shape}: "
+                        f"dimension {axis} must be {want}"
+                    )
             checked[name] = np.ascontiguousarray(array)
-        return checked
+        return checked, sizes
 
     def run(self, inputs: Mapping[str, Any]) -> dict[str, np.ndarray]:
         """Run the model on numpy arrays; returns a dict of output name -> array (fresh copies)."""
-        arrays = self._check_inputs(inputs)
+        arrays, sizes = self._check_inputs(inputs)
+        self._prepare(sizes)
+        for name, value in sizes.items():
+            self._size_cells[name][...] = value
         for function, pointers, late in self._calls:
             for slot, name in late:
                 pointers[slot] = arrays[self._root(name)].ctypes.data
@@ -370,10 +515,9 @@ class CompiledModel:
                 raise RuntimeError(f"kernel {function.__name__} failed with status {status}")
         outputs = {}
         for name in self.plan["outputs"]:
-            tensor = self.plan["tensors"][name]
             root = self._root(name)
             source = arrays[root] if root in arrays else self._arrays[root]
-            outputs[name] = source.reshape(tensor["shape"]).copy()
+            outputs[name] = source.reshape(self._shapes[name]).copy()
         return outputs
 
     __call__ = run

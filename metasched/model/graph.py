@@ -1,6 +1,7 @@
 """The model graph: nodes, tensors (shape and dtype of every value), constants, fusion groups.
 
-A ``Graph`` is what ``from_onnx`` returns: every shape is concrete, constants are folded, dead
+A ``Graph`` is what ``from_onnx`` returns: every shape is concrete (or, for the ``dim_param``s
+named in ``symbolic``, an expression over their shape variables), constants are folded, dead
 nodes removed. ``fuse.partition(graph)`` groups its nodes; ``compile`` turns groups into tasks.
 """
 
@@ -12,6 +13,7 @@ from typing import Any
 import numpy as np
 
 from metasched.model.ops import OPS, OpContext, constant_tensor
+from metasched.model.symbolic import Dim, SymbolicShapeError, is_symbolic, prod, shape_text
 from metasched.model.te import FuncBuilder, Tensor
 
 __all__ = ["Graph", "Node", "TensorInfo", "lower_nodes"]
@@ -22,12 +24,12 @@ INLINE_LIMIT = 1
 
 @dataclass(frozen=True)
 class TensorInfo:
-    shape: tuple[int, ...]
+    shape: tuple[Dim, ...]  # ints, or expressions over the graph's symbolic dimensions
     dtype: str
 
     @property
-    def nbytes(self) -> int:
-        return int(np.prod(self.shape, dtype=np.int64)) * np.dtype(self.dtype).itemsize
+    def nbytes(self) -> Dim:
+        return prod(self.shape) * np.dtype(self.dtype).itemsize
 
 
 @dataclass
@@ -52,6 +54,8 @@ class Graph:
     constants: dict[str, np.ndarray]
     infos: dict[str, TensorInfo]
     opset: int
+    #: dim_param -> representative size, for the dimensions kept symbolic (see ``from_onnx``)
+    symbolic: dict[str, int] = field(default_factory=dict)
 
     def consumers(self) -> dict[str, list[Node]]:
         users: dict[str, list[Node]] = {}
@@ -120,7 +124,17 @@ def lower_nodes(
             values,
             num_outputs=len([o for o in node.outputs if o]),
         )
-        outs = op.lower(ctx, tensors)
+        try:
+            outs = op.lower(ctx, tensors)
+        except (TypeError, SymbolicShapeError) as error:
+            shapes = [t.shape for t in tensors if t is not None]
+            if not any(is_symbolic(s) for s in shapes):
+                raise
+            # a Python decision on a symbolic extent (PrimExpr has no truth value)
+            raise ctx.fail(
+                f"cannot take the symbolic input shape(s) {', '.join(shape_text(s) for s in shapes)} "
+                f"({error}); bind the symbolic dimension to a size instead"
+            ) from None
         for name, tensor in zip(node.outputs, outs, strict=False):
             if name:
                 env[name] = tensor

@@ -2,6 +2,12 @@
 shape inference, constant folding, BatchNormalization folded into Conv/Gemm, dead-node removal.
 
     graph = from_onnx("m.onnx", input_shapes={"x": (1, 3, 224, 224)})
+    graph = from_onnx("m.onnx", symbolic={"N": 8})   # dim_param "N" stays symbolic
+
+A ``dim_param`` named in ``symbolic`` stays a shape variable (``metasched.model.symbolic``):
+every shape that depends on it is an expression, the compiled model runs for every size, and
+its schedules are chosen for the representative size given (``{"N": 8}``). A ``Shape`` or
+``Size`` of a tensor with a symbolic dimension cannot be folded and is refused with its name.
 """
 
 from __future__ import annotations
@@ -15,7 +21,9 @@ import numpy as np
 from metasched.model.graph import Graph, Node, TensorInfo, lower_nodes
 from metasched.model.ops import OPS, OpError
 from metasched.model.ops.elementwise import np_batch_norm_fold
+from metasched.model.symbolic import Dim, free_vars, is_symbolic, shape_text
 from metasched.model.te import FuncBuilder
+from tir.ir import Var
 
 __all__ = ["ModelImportError", "UnsupportedOperatorError", "from_onnx"]
 
@@ -34,20 +42,25 @@ class UnsupportedOperatorError(ModelImportError):
 
 def from_onnx(
     model: Any,
-    input_shapes: Mapping[str, Sequence[int]] | None = None,
+    input_shapes: Mapping[str, Sequence[int | str | None]] | None = None,
     fold_constants: bool = True,
+    symbolic: Mapping[str, int] | None = None,
 ) -> Graph:
-    """The ``Graph`` of an ONNX model (a path or a ``ModelProto``) with every shape concrete.
+    """The ``Graph`` of an ONNX model (a path or a ``ModelProto``).
 
     ``input_shapes`` binds the inputs' dimensions (required for symbolic ones; a fixed one must
-    agree). Raises ``UnsupportedOperatorError`` naming the operator, node and opset before any
-    other work, and ``ModelImportError`` for a broken file or a missing binding."""
+    agree). ``symbolic`` maps ``dim_param`` names that stay symbolic to the representative size
+    schedules are chosen for (``{"N": 8}``); an ``input_shapes`` entry may leave such a
+    dimension as its name or None. Raises ``UnsupportedOperatorError`` naming the operator,
+    node and opset before any other work, and ``ModelImportError`` for a broken file, a missing
+    binding or an operator that cannot take a symbolic dimension."""
     import onnx
 
     proto = _load(model)
     opset = _opset(proto)
     _check_supported(proto, opset)
     input_shapes = dict(input_shapes or {})
+    shape_vars = _shape_vars(proto, symbolic or {})
     initializers = {init.name for init in proto.graph.initializer}
     graph_inputs = [i for i in proto.graph.input if i.name not in initializers]
     unknown = set(input_shapes) - {i.name for i in graph_inputs}
@@ -58,7 +71,7 @@ def from_onnx(
         )
     infos: dict[str, TensorInfo] = {}
     for value in graph_inputs:
-        infos[value.name] = _bind_input(value, input_shapes.get(value.name))
+        infos[value.name] = _bind_input(value, input_shapes.get(value.name), shape_vars)
     constants: dict[str, np.ndarray] = {}
     for init in proto.graph.initializer:
         constants[init.name] = onnx.numpy_helper.to_array(init)
@@ -75,6 +88,7 @@ def from_onnx(
         constants,
         infos,
         opset,
+        {name: int(size) for name, size in (symbolic or {}).items()},
     )
     _propagate(graph, fold_constants)
     if fold_constants:
@@ -131,29 +145,69 @@ def _check_supported(proto: Any, opset: int) -> None:
             )
 
 
-def _bind_input(value: Any, given: Sequence[int] | None) -> TensorInfo:
+def _shape_vars(proto: Any, symbolic: Mapping[str, int]) -> dict[str, Var]:
+    """One int32 shape variable per ``dim_param`` named in ``symbolic``."""
+    params = {
+        dim.dim_param
+        for value in proto.graph.input
+        for dim in value.type.tensor_type.shape.dim
+        if not dim.HasField("dim_value") and dim.dim_param
+    }
+    for name, size in symbolic.items():
+        if name not in params:
+            raise ModelImportError(
+                f"symbolic names {name!r}, which is no dim_param of the model's inputs "
+                f"(their dim_params: {sorted(params) or 'none'})"
+            )
+        if isinstance(size, bool) or not isinstance(size, (int, np.integer)) or size < 1:
+            raise ModelImportError(
+                f"symbolic[{name!r}] must be the representative size to schedule for (an int >= 1), got {size!r}"
+            )
+    return {name: Var(name, "int32") for name in symbolic}
+
+
+def _bind_input(value: Any, given: Sequence[int | str | None] | None, shape_vars: Mapping[str, Var]) -> TensorInfo:
     from onnx.helper import tensor_dtype_to_np_dtype
 
     ttype = value.type.tensor_type
     dtype = str(np.dtype(tensor_dtype_to_np_dtype(ttype.elem_type)))
     dims = list(ttype.shape.dim)
     if given is not None:
-        given = [int(d) for d in given]
         if dims and len(given) != len(dims):
             raise ModelImportError(f"input {value.name!r} has rank {len(dims)} but input_shapes gives {tuple(given)}")
-        for k, dim in enumerate(dims):
-            if dim.HasField("dim_value") and dim.dim_value != given[k]:
+        bound: list[Dim] = []
+        for k, extent in enumerate(given):
+            param = dims[k].dim_param if dims and not dims[k].HasField("dim_value") else ""
+            if param in shape_vars:
+                if extent is not None and extent != param:
+                    raise ModelImportError(
+                        f"input {value.name!r} dimension {k} is the symbolic {param!r}; input_shapes gives "
+                        f"{extent!r} (leave it as {param!r} or None, or drop {param!r} from symbolic)"
+                    )
+                bound.append(shape_vars[param])
+                continue
+            if extent is None or isinstance(extent, str):
                 raise ModelImportError(
-                    f"input {value.name!r} dimension {k} is fixed at {dim.dim_value}, input_shapes gives {given[k]}"
+                    f"input {value.name!r} dimension {k}: input_shapes gives {extent!r}, "
+                    "which names no symbolic dimension; give its size"
                 )
-        return TensorInfo(tuple(given), dtype)
-    shape = []
+            bound.append(int(extent))
+            if dims and dims[k].HasField("dim_value") and dims[k].dim_value != int(extent):
+                raise ModelImportError(
+                    f"input {value.name!r} dimension {k} is fixed at {dims[k].dim_value}, input_shapes gives {extent}"
+                )
+        return TensorInfo(tuple(bound), dtype)
+    shape: list[Dim] = []
     for k, dim in enumerate(dims):
+        if not dim.HasField("dim_value") and dim.dim_param in shape_vars:
+            shape.append(shape_vars[dim.dim_param])
+            continue
         if not dim.HasField("dim_value"):
             label = f"{dim.dim_param!r}" if dim.dim_param else "(unnamed)"
+            keep = f" or keep it symbolic with symbolic={{{dim.dim_param!r}: size}}" if dim.dim_param else ""
             raise ModelImportError(
                 f"input {value.name!r} dimension {k} {label} is symbolic: bind it with "
-                f"input_shapes={{{value.name!r}: (...)}}"
+                f"input_shapes={{{value.name!r}: (...)}}{keep}"
             )
         shape.append(int(dim.dim_value))
     return TensorInfo(tuple(shape), dtype)
@@ -188,7 +242,10 @@ def _check_shape_inference(proto: Any, infos: dict[str, TensorInfo]) -> None:
             if len(dims) == len(shape):
                 for dim, extent in zip(dims, shape, strict=True):
                     dim.Clear()
-                    dim.dim_value = extent
+                    if is_symbolic(extent):
+                        dim.dim_param = str(extent)
+                    else:
+                        dim.dim_value = extent
     try:
         onnx.shape_inference.infer_shapes(bound, strict_mode=False)
     except onnx.shape_inference.InferenceError as error:
@@ -252,11 +309,13 @@ def _propagate(graph: Graph, fold: bool) -> None:
                             graph.constants[name] = value
                     continue
             if fold and node.op_type == "Shape" and node.inputs[0] in graph.infos:
-                shape = np.array(graph.infos[node.inputs[0]].shape, dtype=np.int64)
+                full = graph.infos[node.inputs[0]].shape
                 start, end = node.attrs.get("start", 0), node.attrs.get("end")
-                graph.constants[node.outputs[0]] = shape[start:end]
+                _refuse_symbolic_shape(node, full[start:end], graph.inputs)
+                graph.constants[node.outputs[0]] = np.array(full[start:end], dtype=np.int64)
                 continue
             if fold and node.op_type == "Size" and node.inputs[0] in graph.infos:
+                _refuse_symbolic_shape(node, graph.infos[node.inputs[0]].shape, graph.inputs)
                 graph.constants[node.outputs[0]] = np.array(int(np.prod(graph.infos[node.inputs[0]].shape)), np.int64)
                 continue
             for name in node.inputs:
@@ -285,6 +344,17 @@ def _propagate(graph: Graph, fold: bool) -> None:
                 )
     for name, value in graph.constants.items():
         graph.infos.setdefault(name, TensorInfo(tuple(value.shape), str(value.dtype)))
+
+
+def _refuse_symbolic_shape(node: Node, shape: Sequence[Dim], inputs: Sequence[str]) -> None:
+    if is_symbolic(shape):
+        names = ", ".join(free_vars(shape))
+        raise ModelImportError(
+            f"{node.op_type} node {node.name!r} reads the shape {shape_text(shape)} of {node.inputs[0]!r}, "
+            f"which depends on the symbolic {names}: shape computations on symbolic dimensions are not "
+            f"supported (use Flatten, or Reshape with a constant shape using 0 / -1; or bind {names} "
+            "with input_shapes)"
+        )
 
 
 def _foldable(graph: Graph, node: Node) -> bool:

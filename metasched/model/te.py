@@ -18,6 +18,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from metasched.model.symbolic import Dim, dim, prod
 from tir.analysis.block_access import infer_block_access
 from tir.ir import (
     Block,
@@ -41,7 +42,8 @@ from tir.ir.stmt import seq
 
 __all__ = ["BufferTensor", "FuncBuilder", "LazyTensor", "Tensor", "lazy"]
 
-Shape = tuple[int, ...]
+#: Extents: ints, or expressions over shape variables (``metasched.model.symbolic``).
+Shape = tuple[Dim, ...]
 
 
 class Tensor:
@@ -64,11 +66,8 @@ class Tensor:
         return len(self.shape)
 
     @property
-    def size(self) -> int:
-        total = 1
-        for extent in self.shape:
-            total *= extent
-        return total
+    def size(self) -> Dim:
+        return prod(self.shape)
 
 
 @dataclass(eq=False)
@@ -77,7 +76,7 @@ class BufferTensor(Tensor):
 
     @property
     def shape(self) -> Shape:  # type: ignore[override]
-        return tuple(int(s.value) for s in self.buffer.shape)  # type: ignore[attr-defined]
+        return tuple(dim(s) for s in self.buffer.shape)
 
     @property
     def dtype(self) -> str:  # type: ignore[override]
@@ -99,12 +98,13 @@ class LazyTensor(Tensor):
         return self.fn(*indices)
 
 
-def lazy(shape: Sequence[int], dtype: str, fn: Callable[..., PrimExpr]) -> LazyTensor:
-    return LazyTensor(tuple(int(s) for s in shape), str(dtype), fn)
+def lazy(shape: Sequence[Dim], dtype: str, fn: Callable[..., PrimExpr]) -> LazyTensor:
+    return LazyTensor(tuple(dim(s) for s in shape), str(dtype), fn)
 
 
-def _buffer(name: str, shape: Sequence[int], dtype: str) -> Buffer:
-    return Buffer(name, tuple(IntImm(int(s)) for s in shape), dtype)
+def _buffer(name: str, shape: Sequence[Dim], dtype: str) -> Buffer:
+    extents = [dim(s) for s in shape]
+    return Buffer(name, tuple(IntImm(s) if isinstance(s, int) else s for s in extents), dtype)
 
 
 COMBINERS: dict[str, Callable[[PrimExpr, PrimExpr], PrimExpr]] = {
@@ -135,7 +135,7 @@ class FuncBuilder:
         self._names.add(candidate)
         return candidate
 
-    def input(self, name: str, shape: Sequence[int], dtype: str) -> BufferTensor:
+    def input(self, name: str, shape: Sequence[Dim], dtype: str) -> BufferTensor:
         buffer = _buffer(self.unique(name), shape, dtype)
         self.inputs.append(buffer)
         return BufferTensor(buffer)
@@ -143,11 +143,11 @@ class FuncBuilder:
     # ------------------------------------------------------------ stages
 
     def compute(
-        self, name: str, shape: Sequence[int], fn: Callable[..., PrimExpr], dtype: str | None = None
+        self, name: str, shape: Sequence[Dim], fn: Callable[..., PrimExpr], dtype: str | None = None
     ) -> BufferTensor:
         """``out[i...] = fn(i...)`` as one block; a new buffer (allocated unless it is an output)."""
         name = self.unique(name)
-        shape = tuple(int(s) for s in shape)
+        shape = tuple(dim(s) for s in shape)
         axes = [Var(f"v{d}") for d in range(len(shape))]
         value = fn(*axes)
         dtype = dtype or str(value.dtype)
@@ -160,8 +160,8 @@ class FuncBuilder:
     def reduce(
         self,
         name: str,
-        shape: Sequence[int],
-        rshape: Sequence[int],
+        shape: Sequence[Dim],
+        rshape: Sequence[Dim],
         fn: Callable[[tuple[PrimExpr, ...], tuple[PrimExpr, ...]], PrimExpr],
         combiner: str = "sum",
         init: float | int | None = None,
@@ -169,8 +169,8 @@ class FuncBuilder:
     ) -> BufferTensor:
         """``out[i...] = combine over r... of fn(i, r)`` as one block with an init."""
         name = self.unique(name)
-        shape = tuple(int(s) for s in shape)
-        rshape = tuple(int(s) for s in rshape)
+        shape = tuple(dim(s) for s in shape)
+        rshape = tuple(dim(s) for s in rshape)
         axes = [Var(f"v{d}") for d in range(len(shape))]
         raxes = [Var(f"r{d}") for d in range(len(rshape))]
         value = fn(tuple(axes), tuple(raxes))
@@ -190,8 +190,8 @@ class FuncBuilder:
         return self.compute(name, tensor.shape, lambda *i: tensor[i] if i else tensor.load(()), tensor.dtype)
 
     def _add_stage(self, name, out, shape, rshape, axes, raxes, body, init) -> None:  # type: ignore[no-untyped-def]
-        iter_vars = [IterVar(v, Range.from_extent(e), IterKind.SPATIAL) for v, e in zip(axes, shape, strict=True)]
-        iter_vars += [IterVar(v, Range.from_extent(e), IterKind.REDUCE) for v, e in zip(raxes, rshape, strict=True)]
+        iter_vars = [IterVar(v, _extent(e), IterKind.SPATIAL) for v, e in zip(axes, shape, strict=True)]
+        iter_vars += [IterVar(v, _extent(e), IterKind.REDUCE) for v, e in zip(raxes, rshape, strict=True)]
         block = Block(name, tuple(iter_vars), (), (), body, init)
         reads, writes = infer_block_access(block)
         block = Block(name, tuple(iter_vars), reads, writes, body, init)
@@ -217,6 +217,10 @@ class FuncBuilder:
         body = seq(*[stmt for _, stmt in self.stages])  # type: ignore[misc]
         root = Block("root", (), (), (), body, None, allocs)
         return PrimFunc(self.name, tuple(self.inputs) + tuple(out_buffers), BlockRealize((), const(True), root))
+
+
+def _extent(extent: Dim) -> Range:
+    return Range.from_extent(IntImm(extent) if isinstance(extent, int) else extent)
 
 
 def _loop_names(n: int) -> list[str]:

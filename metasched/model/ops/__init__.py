@@ -20,6 +20,7 @@ from typing import Any
 
 import numpy as np
 
+from metasched.model.symbolic import Dim, dims_equal, shape_text
 from metasched.model.te import FuncBuilder, Tensor, lazy
 from tir.ir import Cast, PrimExpr, Select, const
 from tir.ir.expr import max_expr, min_expr
@@ -95,16 +96,21 @@ def register(*op_types: str, kind: str, value_inputs: Sequence[int] = ()) -> Cal
 # ---------------------------------------------------------------- helpers shared by the families
 
 
-def broadcast_shapes(*shapes: Sequence[int]) -> tuple[int, ...]:
-    """numpy's broadcasting rule; raises on a mismatch."""
+def broadcast_shapes(*shapes: Sequence[Dim]) -> tuple[Dim, ...]:
+    """numpy's broadcasting rule; raises on a mismatch. A symbolic extent is never taken
+    for 1: it must equal the other inputs' extents (or they are 1)."""
     ndim = max((len(s) for s in shapes), default=0)
-    out = []
+    out: list[Dim] = []
     for d in range(ndim):
-        extents = {s[d - ndim + len(s)] for s in shapes if d - ndim + len(s) >= 0}
-        extents.discard(1)
+        extents: list[Dim] = []
+        for s in shapes:
+            if d - ndim + len(s) >= 0:
+                extent = s[d - ndim + len(s)]
+                if not (isinstance(extent, int) and extent == 1) and not any(dims_equal(extent, e) for e in extents):
+                    extents.append(extent)
         if len(extents) > 1:
-            raise OpError(f"shapes {[tuple(s) for s in shapes]} do not broadcast")
-        out.append(extents.pop() if extents else 1)
+            raise OpError(f"shapes {[shape_text(s) for s in shapes]} do not broadcast")
+        out.append(extents[0] if extents else 1)
     return tuple(out)
 
 

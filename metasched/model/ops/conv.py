@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from metasched.model.ops import OpContext, cast, clamp, mul, register, select
+from metasched.model.symbolic import Dim, is_symbolic
 from metasched.model.te import Tensor, lazy
 from tir.ir import PrimExpr, const
 from tir.ir.expr import And
@@ -42,7 +43,7 @@ def pad_tensor(
 ) -> Tensor:
     """``x`` padded on its axes from ``lead`` on with ``value``, materialized as its own stage
     (the reductions then read a plain buffer)."""
-    if not any(begin) and not any(end):
+    if not any(_nonzero(b) for b in begin) and not any(_nonzero(e) for e in end):
         return x
     shape = tuple(x.shape[:lead]) + tuple(e + b + a for e, b, a in zip(x.shape[lead:], begin, end, strict=True))
 
@@ -51,7 +52,7 @@ def pad_tensor(
         src = list(i[:lead])
         for d, (b, extent) in enumerate(zip(begin, x.shape[lead:], strict=True)):
             j = i[lead + d] - b
-            if b or end[d]:
+            if _nonzero(b) or _nonzero(end[d]):
                 conds.append(And(j >= 0, j < extent))
                 j = clamp(j, extent)
             src.append(j)
@@ -64,6 +65,11 @@ def pad_tensor(
         return select(cond, loaded, const(value, x.dtype))
 
     return ctx.builder.compute(ctx.stage + "_pad", shape, element, x.dtype)
+
+
+def _nonzero(extent: Dim) -> bool:
+    """Whether a padding may be nonzero (a symbolic one may)."""
+    return is_symbolic(extent) or extent != 0
 
 
 def conv_output_size(size: int, k: int, s: int, d: int, pb: int, pe: int) -> int:

@@ -7,6 +7,7 @@ from typing import Any
 
 from metasched.model.ops import OpContext, mul, register
 from metasched.model.ops.conv import pad_tensor, resolve_pads
+from metasched.model.symbolic import dim_max
 from metasched.model.te import Tensor, _lowest, lazy
 from tir.ir import Cast, PrimExpr, const
 from tir.ir.expr import max_expr, min_expr
@@ -33,7 +34,7 @@ def _pool(ctx: OpContext, x: Tensor, kind: str) -> Tensor:
     ]
     # The padded input must cover every window, ceil mode's last partial one included.
     end_full = [
-        max(end[d], (out_sp[d] - 1) * strides[d] + (kernel[d] - 1) * dilations[d] + 1 - x.shape[2 + d] - begin[d])
+        dim_max(end[d], (out_sp[d] - 1) * strides[d] + (kernel[d] - 1) * dilations[d] + 1 - x.shape[2 + d] - begin[d])
         for d in range(n_sp)
     ]
     fill = _lowest(x.dtype) if kind == "max" else 0.0

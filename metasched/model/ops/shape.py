@@ -19,6 +19,7 @@ from metasched.model.ops import (
     select,
 )
 from metasched.model.ops.elementwise import call
+from metasched.model.symbolic import Dim, dim, dims_equal, is_symbolic, prod, shape_text
 from metasched.model.te import BufferTensor, Tensor, lazy
 from tir.ir import Cast, PrimExpr, const
 from tir.ir.expr import And, min_expr
@@ -43,16 +44,24 @@ def reshape_view(x: Tensor, shape: tuple[int, ...]) -> Tensor:
     return lazy(shape, x.dtype, element)
 
 
-def _reshape_shape(ctx: OpContext, x: Tensor, target: list[int]) -> tuple[int, ...]:
+def _reshape_shape(ctx: OpContext, x: Tensor, target: list[int]) -> tuple[Dim, ...]:
     allowzero = bool(ctx.attr("allowzero", 0))
-    out = []
+    out: list[Dim] = []
     for d, t in enumerate(target):
         out.append(x.shape[d] if t == 0 and not allowzero else t)
-    if -1 in out:
-        known = int(np.prod([t for t in out if t != -1])) or 1
-        out[out.index(-1)] = x.size // known
-    if int(np.prod(out)) != x.size:
-        raise ctx.fail(f"cannot reshape {x.shape} to {tuple(target)}")
+    holes = [d for d, t in enumerate(out) if isinstance(t, int) and t == -1]
+    if holes:
+        known = prod(t for d, t in enumerate(out) if d != holes[0])
+        if isinstance(known, int) and known == 0:
+            known = 1
+        out[holes[0]] = dim(x.size // known)
+        if is_symbolic(out[holes[0]]) and not dims_equal(out[holes[0]] * known, x.size):
+            raise ctx.fail(
+                f"cannot reshape {shape_text(x.shape)} to {tuple(target)}: the -1 extent is not a whole "
+                "number for every value of the symbolic dimensions"
+            )
+    if not dims_equal(prod(out), x.size):
+        raise ctx.fail(f"cannot reshape {shape_text(x.shape)} to {tuple(target)}")
     return tuple(out)
 
 
@@ -67,7 +76,7 @@ def view_shape(ctx: OpContext, x: Tensor) -> tuple[int, ...]:
     if op == "Flatten":
         axis = int(ctx.attr("axis", 1))
         axis = axis % x.ndim if axis < 0 else axis
-        return (int(np.prod(x.shape[:axis])), int(np.prod(x.shape[axis:])))
+        return (prod(x.shape[:axis]), prod(x.shape[axis:]))
     if op in ("Squeeze", "Unsqueeze"):
         axes = ctx.attr("axes")
         if axes is None:
