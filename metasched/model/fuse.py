@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from metasched.model.graph import Graph, Node, lower_nodes
-from metasched.model.ops import OPS
+from metasched.model.ops import OPS, OpError
 from metasched.model.te import FuncBuilder
 from tir.ir import PrimFunc
 
@@ -86,8 +86,18 @@ def lower_group(graph: Graph, group: Group) -> PrimFunc:
     """The group's PrimFunc: parameters are the values it reads (first use first), then its outputs."""
     builder = FuncBuilder(group.name)
     order: list[str] = []
-    env = lower_nodes(builder, graph.opset, group.nodes, graph.infos, graph.constants, param_order=order)
-    func = builder.build([env[o] for o in group.outputs], [f"out{k}" for k in range(len(group.outputs))])
+    try:
+        env = lower_nodes(builder, graph.opset, group.nodes, graph.infos, graph.constants, param_order=order)
+        func = builder.build([env[o] for o in group.outputs], [f"out{k}" for k in range(len(group.outputs))])
+    except TypeError as error:
+        if not graph.symbolic:
+            raise
+        # an operator that decided something about a symbolic extent in Python
+        ops = ", ".join(f"{n.op_type} {n.name!r}" for n in group.nodes)
+        raise OpError(
+            f"{ops}: cannot be lowered with the symbolic dimension(s) {sorted(graph.symbolic)} ({error}); "
+            "bind them to sizes with input_shapes instead"
+        ) from None
     group.inputs = order
     group.func = func
     return func

@@ -7,7 +7,7 @@ from typing import Any
 
 from metasched.model.ops import OpContext, mul, register
 from metasched.model.ops.conv import pad_tensor, resolve_pads
-from metasched.model.symbolic import dim_max
+from metasched.model.symbolic import dim_max, is_symbolic
 from metasched.model.te import Tensor, _lowest, lazy
 from tir.ir import Cast, PrimExpr, const
 from tir.ir.expr import max_expr, min_expr
@@ -95,6 +95,8 @@ def _global(ctx: OpContext, x: Tensor, kind: str) -> Tensor:
     total = 1
     for e in sp:
         total *= e
+    if is_symbolic(total):  # a symbolic window: divide by its size at run time
+        return lazy(shape, x.dtype, lambda *i: y[i] / Cast(x.dtype, total))
     return lazy(shape, x.dtype, lambda *i: y[i] * const(1.0 / total, x.dtype))
 
 
