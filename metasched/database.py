@@ -20,10 +20,11 @@ from __future__ import annotations
 import fcntl
 import json
 import os
+import statistics
 import time
 import warnings
 from collections.abc import Iterator
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +34,9 @@ from tir.ir import PrimFunc
 __all__ = ["Database", "DatabaseError", "TuningRecord"]
 
 VERSION = 1
+
+# Error kinds after which a program's other measurements are not trusted.
+_UNTRUSTED = frozenset({"wrong", "crash"})
 
 
 class DatabaseError(ValueError):
@@ -219,10 +223,23 @@ class Database:
         return [r for r in found if target is None or r.target == target]
 
     def get_top_k(self, func_or_hash: PrimFunc | str, target: str, k: int) -> list[TuningRecord]:
-        """The ``k`` fastest valid records of a workload for ``target``."""
-        valid = [r for r in self.records(func_or_hash, target) if r.is_valid]
-        valid.sort(key=lambda r: r.seconds)  # type: ignore[arg-type, return-value]
-        return valid[:k]
+        """The ``k`` fastest programs of a workload for ``target``, one record each.
+
+        A program measured more than once (the tuner re-times its best few at the end) counts
+        with the median of its valid measurements, so one lucky measurement cannot make it the
+        best; a program that ever computed a wrong result or crashed is left out."""
+        groups: dict[str, list[TuningRecord]] = {}
+        for record in self.records(func_or_hash, target):
+            groups.setdefault(record.trace_json, []).append(record)
+        programs = []
+        for group in groups.values():
+            if any(r.error_kind in _UNTRUSTED for r in group):
+                continue
+            valid = sorted((r for r in group if r.is_valid), key=lambda r: r.seconds)  # type: ignore[arg-type, return-value]
+            if valid:
+                programs.append(replace(valid[0], seconds=statistics.median(r.seconds for r in valid)))  # type: ignore[misc]
+        programs.sort(key=lambda r: r.seconds)  # type: ignore[arg-type, return-value]
+        return programs[:k]
 
     def has(self, func_or_hash: PrimFunc | str, target: str) -> bool:
         """Whether the workload has a valid record for ``target`` (it was tuned there)."""

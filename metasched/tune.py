@@ -269,21 +269,43 @@ def tune(
 
 
 def _settle_best(task: Task, result: TaskResult, database: Any, target: str, measurer: Any, log: Any) -> None:
-    """Take the fastest recorded candidate whose replay still computes what the unscheduled
-    program computes; a record that fails the check is skipped (and said so)."""
+    """Re-time the best few recorded programs (the fastest of hundreds of noisy measurements
+    is often a lucky one), record the new measurements, and take the fastest by the median of
+    each program's measurements among those that still compute what the unscheduled program
+    computes (a program that fails the check is skipped, and said so)."""
+    from metasched.database import TuningRecord
     from metasched.measure import MeasureInput
 
+    replayed = []
     for record in database.get_top_k(task.func, target, 5):
         func = _replay(task.func, Trace.from_json(record.trace_json))
-        if func is None:
+        if func is not None:
+            replayed.append((record, func))
+    outcomes = measurer.measure([MeasureInput(func, target, reference=task.func) for _, func in replayed])
+    failed = set()
+    for (record, _), outcome in zip(replayed, outcomes):
+        database.commit_record(
+            TuningRecord(
+                workload_hash=record.workload_hash,
+                target=target,
+                trace_json=record.trace_json,
+                seconds=outcome.seconds,
+                error_kind=outcome.error_kind,
+                error_msg=outcome.error_msg,
+                timestamp=time.time(),
+            )
+        )
+        if outcome.error_kind is not None:
+            failed.add(record.trace_json)
+            log(f"[{task.name}] a recorded best candidate fails its check ({outcome.error_kind}): skipped")
+    functions = {record.trace_json: func for record, func in replayed}
+    for record in database.get_top_k(task.func, target, 5):
+        if record.trace_json in failed or record.trace_json not in functions:
             continue
-        outcome = measurer.measure([MeasureInput(func, target, reference=task.func)])[0]
-        if outcome.error_kind is None:
-            result.best_seconds = record.seconds
-            result.best_trace = Trace.from_json(record.trace_json)
-            result.best_func = func
-            return
-        log(f"[{task.name}] a recorded best candidate fails its check ({outcome.error_kind}): skipped")
+        result.best_seconds = record.seconds
+        result.best_trace = Trace.from_json(record.trace_json)
+        result.best_func = functions[record.trace_json]
+        return
     result.best_seconds = result.best_trace = result.best_func = None
 
 

@@ -26,8 +26,12 @@ def scale(A: T.Buffer((8,), "float32"), B: T.Buffer((8,), "float32")):
 )
 
 
-def _record(seconds: float | None, target: str = "llvm", kind: str | None = None) -> TuningRecord:
-    return TuningRecord(workload_hash(PROGRAM), target, '{"version": 1, "instructions": []}', seconds, kind)
+def _record(
+    seconds: float | None, target: str = "llvm", kind: str | None = None, program: str | None = None
+) -> TuningRecord:
+    """A record of a program named ``program`` (default: one program per ``seconds`` value)."""
+    trace = json.dumps({"version": 1, "instructions": [], "program": program or str(seconds)})
+    return TuningRecord(workload_hash(PROGRAM), target, trace, seconds, kind)
 
 
 def test_records_round_trip_and_top_k_is_fastest_valid_first(tmp_path) -> None:  # noqa: ANN001
@@ -117,3 +121,15 @@ def test_two_processes_appending_at_once_give_whole_lines(tmp_path) -> None:  # 
         float(n) for k in (1, 2) for n in range(k * 1000, k * 1000 + 200)
     ]
     assert len(Database(tmp_path)) == 400
+
+
+def test_a_program_measured_again_counts_with_its_median_and_a_wrong_one_not_at_all(tmp_path) -> None:  # noqa: ANN001
+    db = Database(tmp_path)
+    db.commit_workload(PROGRAM)
+    for seconds in (1.0e-3, 3.0e-3, 3.2e-3):  # one lucky measurement among slower ones
+        db.commit_record(_record(seconds, program="lucky"))
+    db.commit_record(_record(2.0e-3, program="steady"))
+    db.commit_record(_record(0.5e-3, program="flaky"))
+    db.commit_record(_record(None, kind="wrong", program="flaky"))
+    top = db.get_top_k(PROGRAM, "llvm", 5)
+    assert [(json.loads(r.trace_json)["program"], r.seconds) for r in top] == [("steady", 2.0e-3), ("lucky", 3.0e-3)]
