@@ -6,8 +6,13 @@
     outputs = compiled.run({"x": x})            # dict of output name -> numpy array
     compiled.save("out/"); compiled = msm.load("out/")
 
+    # a dim_param kept symbolic: one build, every batch; scheduled for N = 8
+    compiled = msm.compile("m.onnx", symbolic={"N": 8})
+    compiled.run({"x": x1}); compiled.run({"x": x16})
+
 docs/design.md section 10 is the map: onnx.py (import, folding), graph.py, ops/ (one module per
-operator family), fuse.py (groups), compiled.py (tasks, schedules, the runtime plan).
+operator family), fuse.py (groups), compiled.py (tasks, schedules, the runtime plan), symbolic.py
+(symbolic dimensions) and symbolic_schedule.py (their schedules).
 """
 
 from __future__ import annotations
@@ -33,15 +38,18 @@ __all__ = [
 
 def extract_tasks(graph: Graph, target: str = "llvm") -> list:  # type: ignore[type-arg]
     """The model's tasks (``metasched.Task``), one per structurally distinct fused group,
-    weight = occurrences, with FLOP counts."""
+    weight = occurrences, with FLOP counts. A graph with symbolic dimensions gives the tasks
+    of its representative sizes: what ``compile`` looks up in the database and replays."""
+    from metasched.model.compiled import representative_graph
     from metasched.model.fuse import lower_group, partition
     from metasched.task import Task, workload_hash
 
+    fixed = representative_graph(graph) if graph.symbolic else graph
     tasks: dict[str, Task] = {}
     for group in partition(graph):
         if group.kind != "kernel":
             continue
-        func = lower_group(graph, group)
+        func = lower_group(fixed, group)
         key = workload_hash(func)
         if key in tasks:
             tasks[key].weight += 1

@@ -122,7 +122,7 @@ def _transpose(ctx: OpContext, inputs: list[Any]) -> list[Tensor]:
 
 @register("Concat", kind="opaque")
 def _concat(ctx: OpContext, inputs: list[Any]) -> list[Tensor]:
-    tensors = [t for t in inputs if t is not None and t.size > 0]
+    tensors = [t for t in inputs if t is not None and not (isinstance(t.size, int) and t.size == 0)]
     if not tensors:
         tensors = [t for t in inputs if t is not None][:1]
     x0 = tensors[0]
