@@ -225,3 +225,37 @@ def test_stale_loop_handle_suggests_the_loops_that_replaced_it() -> None:
         sch.parallel(i)
     with pytest.raises(ScheduleError, match=r"expected a loop handle \(LoopRV\).*'i_0'"):
         sch.parallel("i")  # type: ignore[arg-type]
+
+
+def test_matmul_pad_einsum_then_tensorize() -> None:
+    """Padding makes the symbolic extents multiples of the intrinsic's tile (split then needs
+    no tail predicate), so the 4x16x4 AVX2 FMA intrinsic covers every tile, for every size."""
+    from tir.intrin.x86 import AVX2_FMA_F32
+    from tir.target import Target
+
+    host = Target.parse("llvm")
+    if not (host.isa == "x86_64" and host.has("avx2") and host.has("fma")):
+        pytest.skip("this CPU lacks AVX2/FMA")
+    sch = Schedule(matmul, debug=True)
+    block = sch.get_block("C")
+    sch.pad_einsum(block, [4, 16, 4])
+    i, j, k = sch.get_loops(block)
+    i0, i1 = sch.split(i, [None, 4])
+    j0, j1 = sch.split(j, [None, 16])
+    k0, k1 = sch.split(k, [None, 4])
+    sch.reorder(i0, j0, k0, i1, j1, k1)
+    sch.decompose_reduction(block, k0)
+    sch.tensorize(i1, AVX2_FMA_F32)
+    sch.parallel(i0)
+    assert "llvm.fma.v8f32" in sch.mod.script()
+    _check_sizes(sch.mod, _matmul)
+
+
+def test_split_of_a_padded_symbolic_extent_has_no_tail() -> None:
+    sch = Schedule(matmul)
+    block = sch.get_block("C")
+    sch.pad_einsum(block, [4, 1, 1])
+    i, _, _ = sch.get_loops(block)
+    sch.split(i, [None, 4])
+    assert "T.where" not in sch.mod.script()
+    _check_sizes(sch.mod, _matmul)

@@ -90,6 +90,11 @@ def split(func: PrimFunc, loop_var: Var, factors: Sequence[int | None]) -> tuple
     dtype = loop_var.dtype
     known = math.prod(f for f in factors if f is not None)
     sizes: list[int | PrimExpr]
+    # A symbolic extent that is provably a multiple of the known factors (a padded one:
+    # ``(m + 3) // 4 * 4``) splits exactly, with no tail to guard.
+    exact_symbolic = (
+        extent is None and None in factors and _is_zero(simplify(FloorMod(loop.extent, const(known, dtype))))
+    )
     if None in factors and extent is None:
         # A symbolic extent: the inferred factor is ceildiv(extent, known), as TVM makes it;
         # the predicate below keeps the tail of the last outer iteration from running.
@@ -131,7 +136,7 @@ def split(func: PrimFunc, loop_var: Var, factors: Sequence[int | None]) -> tuple
     dom.update({var: Range(const(0, dtype), size) for var, size in zip(new_vars, extents)})
     body = substitute_and_simplify(loop.body, {loop_var: fused}, dom)
     guard = None
-    if extent is None or total != extent:
+    if (extent is None and not exact_symbolic) or (extent is not None and total != extent):
         guard = fused < loop.min + loop.extent
         body = _guard(body, index, guard, dom)
     new_loop: Stmt = body
@@ -648,3 +653,7 @@ class LoopPrimitives:
         return self._apply(  # type: ignore[attr-defined]
             "add_unit_loop", (block_or_loop,), {}, lambda func: add_unit_loop(func, target)
         )
+
+
+def _is_zero(expr: PrimExpr) -> bool:
+    return isinstance(expr, IntImm) and expr.value == 0
