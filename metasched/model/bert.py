@@ -42,6 +42,20 @@ def bert_encoder(
         nodes.append(helper.make_node(op, inputs, [output], name=output, **attrs))
         return output
 
+    def add_and_norm(value: str, residual: str, prefix: str, tag: str) -> str:
+        """LayerNormalization(value + residual) with unit scale and zero bias."""
+        return node(
+            "LayerNormalization",
+            [
+                node("Add", [value, residual], prefix + "res" + tag),
+                const(prefix + "g" + tag, np.ones(hidden), np.float32),
+                const(prefix + "b" + tag, np.zeros(hidden), np.float32),
+            ],
+            prefix + "ln" + tag,
+            axis=-1,
+            epsilon=1e-12,
+        )
+
     split_shape = const("split_shape", [batch, seq, heads, head])
     merge_shape = const("merge_shape", [batch, seq, hidden])
     scale = const("scale", 1.0 / np.sqrt(head), np.float32)
@@ -67,32 +81,12 @@ def bert_encoder(
         ctx = node("Transpose", [node("MatMul", [probs, vh], p + "ctx")], p + "ctx_t", perm=[0, 2, 1, 3])
         merged = node("Reshape", [ctx, merge_shape], p + "merged")
         attn = proj("o", merged, hidden, hidden)
-        ln1 = node(
-            "LayerNormalization",
-            [
-                node("Add", [attn, x], p + "res1"),
-                const(p + "g1", np.ones(hidden), np.float32),
-                const(p + "b1", np.zeros(hidden), np.float32),
-            ],
-            p + "ln1",
-            axis=-1,
-            epsilon=1e-12,
-        )
+        ln1 = add_and_norm(attn, x, p, "1")
         up = proj("up", ln1, hidden, ffn)
         erf = node("Erf", [node("Mul", [up, rsqrt2], p + "up_s")], p + "erf")
         gelu = node("Mul", [node("Mul", [up, half], p + "up_h"), node("Add", [erf, one], p + "erf1")], p + "gelu")
         down = proj("down", gelu, ffn, hidden)
-        x = node(
-            "LayerNormalization",
-            [
-                node("Add", [down, ln1], p + "res2"),
-                const(p + "g2", np.ones(hidden), np.float32),
-                const(p + "b2", np.zeros(hidden), np.float32),
-            ],
-            p + "ln2",
-            axis=-1,
-            epsilon=1e-12,
-        )
+        x = add_and_norm(down, ln1, p, "2")
     nodes.append(helper.make_node("Identity", [x], ["y"]))
     graph = helper.make_graph(
         nodes,
