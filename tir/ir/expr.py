@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import enum
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Union
 
@@ -98,7 +99,6 @@ class PrimExpr(Node):
         from tir.script.printer import expr_to_str
 
         return expr_to_str(self)
-
 
 
 # ---------------------------------------------------------------- leaves
@@ -389,7 +389,9 @@ class Ramp(PrimExpr):
         if self.lanes < 2:
             raise ValueError(f"Ramp needs at least 2 lanes, got {self.lanes}")
         if self.base.dtype != self.stride.dtype or self.base.dtype.lanes != 1:
-            raise TypeError(f"Ramp base and stride must be scalars of one dtype: {self.base.dtype}, {self.stride.dtype}")
+            raise TypeError(
+                f"Ramp base and stride must be scalars of one dtype: {self.base.dtype}, {self.stride.dtype}"
+            )
 
     @property
     def dtype(self) -> DataType:
@@ -521,3 +523,11 @@ def logical_and(a: PrimExpr, b: PrimExpr) -> PrimExpr:
 
 def logical_or(a: PrimExpr, b: PrimExpr) -> PrimExpr:
     return Or(a, b)
+
+
+def conjunction(conditions: Sequence[PrimExpr]) -> PrimExpr:
+    """``c0 and c1 and ...`` folded from the left; ``True`` for no condition."""
+    result: PrimExpr | None = None
+    for condition in conditions:
+        result = condition if result is None else And(result, condition)
+    return const(True) if result is None else result

@@ -10,7 +10,7 @@ from metasched.model.ops import OpContext, cast, clamp, mul, register, select
 from metasched.model.symbolic import Dim, is_symbolic
 from metasched.model.te import Tensor, lazy
 from tir.ir import PrimExpr, const
-from tir.ir.expr import And
+from tir.ir.expr import And, conjunction
 
 
 def resolve_pads(
@@ -59,10 +59,7 @@ def pad_tensor(
         loaded = x[tuple(src)]
         if not conds:
             return loaded
-        cond = conds[0]
-        for c in conds[1:]:
-            cond = And(cond, c)
-        return select(cond, loaded, const(value, x.dtype))
+        return select(conjunction(conds), loaded, const(value, x.dtype))
 
     return ctx.builder.compute(ctx.stage + "_pad", shape, element, x.dtype)
 
@@ -177,12 +174,9 @@ def _conv_transpose(ctx: OpContext, inputs: list[Any]) -> list[Tensor]:
                 cond = And(cond, (t % strides[d]).equal(0))
             conds.append(cond)
             idx.append(clamp(q, in_sp[d]))
-        cond = conds[0]
-        for c in conds[1:]:
-            cond = And(cond, c)
         oc_in = oc % mpg if group > 1 else oc
         value = x[tuple(idx)] * w[(ic, oc_in, *r[1:])]
-        return select(cond, value, const(0.0, x.dtype))
+        return select(conjunction(conds), value, const(0.0, x.dtype))
 
     y = ctx.builder.reduce(ctx.stage, shape, (cpg, *kernel), element, "sum", dtype=x.dtype)
     if bias is None:

@@ -22,7 +22,7 @@ from metasched.model.ops.elementwise import call
 from metasched.model.symbolic import Dim, dim, dims_equal, is_symbolic, prod, shape_text
 from metasched.model.te import BufferTensor, Tensor, lazy
 from tir.ir import Cast, PrimExpr, const
-from tir.ir.expr import And, min_expr
+from tir.ir.expr import And, conjunction, min_expr
 
 
 def reshape_view(x: Tensor, shape: tuple[int, ...]) -> Tensor:
@@ -290,10 +290,7 @@ def _pad(ctx: OpContext, inputs: list[Any]) -> list[Tensor]:
         loaded = x[tuple(idx)]
         if not conds:
             return loaded
-        cond = conds[0]
-        for c in conds[1:]:
-            cond = And(cond, c)
-        return select(cond, loaded, const(value, x.dtype))
+        return select(conjunction(conds), loaded, const(value, x.dtype))
 
     return [lazy(shape, x.dtype, element)]
 

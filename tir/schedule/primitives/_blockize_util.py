@@ -85,15 +85,6 @@ def conjuncts(expr: PrimExpr) -> list[PrimExpr]:
     return [] if is_true(expr) else [expr]
 
 
-def conjoin(parts: Sequence[PrimExpr]) -> PrimExpr:
-    if not parts:
-        return const(True)
-    result = parts[0]
-    for part in parts[1:]:
-        result = And(result, part)
-    return result
-
-
 def is_int(expr: Any, value: int | None = None) -> bool:
     return isinstance(expr, IntImm) and (value is None or expr.value == value)
 

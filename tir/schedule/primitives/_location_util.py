@@ -37,6 +37,7 @@ from tir.ir import (
     Var,
     post_order_visit,
 )
+from tir.ir.expr import conjunction
 from tir.schedule.errors import ScheduleError
 from tir.schedule.primitives._common import block_target
 from tir.schedule.tree import TreeIndex, child_stmts
@@ -62,15 +63,6 @@ def conjuncts(expr: PrimExpr) -> list[PrimExpr]:
     if isinstance(expr, And):
         return conjuncts(expr.a) + conjuncts(expr.b)
     return [expr]
-
-
-def conjunction(conditions: Sequence[PrimExpr]) -> PrimExpr:
-    from tir.ir import const
-
-    result: PrimExpr | None = None
-    for condition in conditions:
-        result = condition if result is None else And(result, condition)
-    return const(True) if result is None else result
 
 
 # ---------------------------------------------------------------- nests

@@ -32,7 +32,6 @@ from tir.ir import (
     SeqStmt,
     Stmt,
     Var,
-    const,
     post_order_visit,
     substitute,
 )
@@ -62,15 +61,6 @@ def conjuncts(predicate: PrimExpr) -> list[PrimExpr]:
     if is_true(predicate):
         return []
     return [predicate]
-
-
-def conjoin(parts: Sequence[PrimExpr]) -> PrimExpr:
-    if not parts:
-        return const(True)
-    result = parts[0]
-    for part in parts[1:]:
-        result = And(result, part)
-    return result
 
 
 def is_true(expr: PrimExpr) -> bool:

@@ -23,6 +23,7 @@ from tir.ir import (
     Var,
     substitute,
 )
+from tir.ir.expr import conjunction
 from tir.schedule.errors import ScheduleError
 from tir.schedule.handles import BlockRV, LoopRV
 from tir.schedule.primitives._blockize_util import (
@@ -32,7 +33,6 @@ from tir.schedule.primitives._blockize_util import (
     Matcher,
     MatchFailure,
     buffer_regions,
-    conjoin,
     conjuncts,
     divide_binding,
     is_true,
@@ -203,7 +203,7 @@ def blockize(func: PrimFunc, loop_var: Var, primitive: str = "blockize") -> tupl
         )
 
     inner_block = substitute(block.replace(init=None), vmap).replace(iter_vars=tuple(inner_ivs))
-    inner_realize = BlockRealize(tuple(inner_values), conjoin(inner_parts), inner_block)
+    inner_realize = BlockRealize(tuple(inner_values), conjunction(inner_parts), inner_block)
     body: Stmt = inner_realize
     for item in reversed(inner_loops):
         body = item.replace(body=body)
@@ -211,7 +211,7 @@ def blockize(func: PrimFunc, loop_var: Var, primitive: str = "blockize") -> tupl
     outer_block = Block(name, tuple(outer_ivs), (), (), body, init=init)
     reads, writes = infer_block_access(outer_block)
     outer_block = outer_block.replace(reads=reads, writes=writes)
-    outer_realize = BlockRealize(tuple(outer_values), conjoin(outer_parts), outer_block)
+    outer_realize = BlockRealize(tuple(outer_values), conjunction(outer_parts), outer_block)
     return replace_stmt(index, loop, outer_realize), name
 
 
@@ -312,7 +312,7 @@ def _outer_init(
     guard = [simplify(substitute(part, {**full, **first_step})) for part in inner_parts]
     guard = [part for part in guard if not is_true(part)]
     if guard:
-        init = IfThenElse(conjoin(guard), init)
+        init = IfThenElse(conjunction(guard), init)
     for item in reversed(copied):
         new_var = rename[item.loop_var]
         assert isinstance(new_var, Var)

@@ -56,6 +56,7 @@ from tir.ir import (
     const,
     substitute,
 )
+from tir.ir.expr import conjunction
 from tir.ir.stmt import seq
 from tir.schedule.errors import ScheduleError
 from tir.schedule.handles import BlockRV, LoopRV
@@ -63,7 +64,6 @@ from tir.schedule.primitives._common import block_target, doc_from
 from tir.schedule.primitives._location_util import (
     blocks_in_order,
     check_domain_predicate,
-    conjunction,
     context_dom,
     detachable_nest,
     free_vars,
@@ -202,11 +202,14 @@ def reverse_compute_at(func: PrimFunc, block_name: str, loop_var: Var, preserve_
     return result
 
 
-def check_compute_at(func: PrimFunc, block_name: str, loop_var: Var, reverse: bool = False) -> None:
+def check_compute_at(
+    func: PrimFunc, block_name: str, loop_var: Var, reverse: bool = False, index: TreeIndex | None = None
+) -> None:
     """Raise the ``ScheduleError`` that ``compute_at`` (``reverse_compute_at`` when ``reverse``)
     of ``block_name`` at ``loop_var`` would raise, running only its checks (the program is built
-    only under a parallel loop, whose independence is checked on the result)."""
-    index = TreeIndex(func)
+    only under a parallel loop, whose independence is checked on the result). ``index``: the
+    program's ``TreeIndex`` when the caller has one."""
+    index = index if index is not None else TreeIndex(func)
     _plan(index, block_name, loop_var, reverse)
     loop = index.loops[id(loop_var)]
     if loop.kind is ForKind.PARALLEL or any(
@@ -215,10 +218,10 @@ def check_compute_at(func: PrimFunc, block_name: str, loop_var: Var, reverse: bo
         (reverse_compute_at if reverse else compute_at)(func, block_name, loop_var)
 
 
-def scope_loops(func: PrimFunc, block_name: str) -> list[Var]:
+def scope_loops(func: PrimFunc, block_name: str, index: TreeIndex | None = None) -> list[Var]:
     """The loop variables of the loops in ``block_name``'s scope (not inside nested blocks), in
     program order: the positions ``sample_compute_location`` decisions name."""
-    index = TreeIndex(func)
+    index = index if index is not None else TreeIndex(func)
     realize = index.blocks.get(block_name)
     if realize is None:
         return []
@@ -228,10 +231,11 @@ def scope_loops(func: PrimFunc, block_name: str) -> list[Var]:
 def compute_location_candidates(func: PrimFunc, block_name: str, reverse: bool = False) -> list[Var]:
     """The loop variables of the loops that ``compute_at`` (``reverse_compute_at`` when
     ``reverse``) of ``block_name`` accepts, in program order."""
+    index = TreeIndex(func)
     found = []
-    for loop_var in scope_loops(func, block_name):
+    for loop_var in scope_loops(func, block_name, index):
         try:
-            check_compute_at(func, block_name, loop_var, reverse)
+            check_compute_at(func, block_name, loop_var, reverse, index)
         except ScheduleError:
             continue
         found.append(loop_var)

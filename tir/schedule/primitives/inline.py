@@ -34,6 +34,7 @@ from tir.ir import (
     post_order_visit,
     substitute,
 )
+from tir.ir.expr import conjunction
 from tir.ir.structural import structural_equal
 from tir.schedule.errors import ScheduleError
 from tir.schedule.handles import BlockRV
@@ -42,7 +43,6 @@ from tir.schedule.primitives._location_util import (
     DimMap,
     blocks_in_order,
     check_domain_predicate,
-    conjunction,
     conjuncts,
     context_dom,
     detachable_nest,

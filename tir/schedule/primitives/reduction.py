@@ -37,14 +37,13 @@ from tir.ir import (
     Var,
     substitute,
 )
-from tir.ir.expr import Add
+from tir.ir.expr import Add, conjunction
 from tir.ir.structural import structural_equal
 from tir.schedule.errors import ScheduleError
 from tir.schedule.handles import BlockRV, LoopRV
 from tir.schedule.primitives._common import block_target, const_extent, doc_from, loop_dom_map, loop_target
 from tir.schedule.primitives._reduction_util import (
     ReductionShape,
-    conjoin,
     conjuncts,
     init_stores,
     insert_next_to,
@@ -103,7 +102,7 @@ def _init_predicate(
         simplified = simplify(substitute(part, full), dom)
         if not is_true(simplified):
             parts.append(simplified)
-    return conjoin(parts)
+    return conjunction(parts)
 
 
 # ===================================================================== decompose_reduction
@@ -763,7 +762,7 @@ def rfactor(func: PrimFunc, loop_var: Var, factor_axis: int) -> tuple[PrimFunc, 
     )
     wb_init = BufferStore(output, init.value, wb_index)
     wb_block = _with_access(Block(block.name, tuple(wb_iters), (), (), wb_body, wb_init))
-    wb_predicate = conjoin([substitute(part, copies) for part in spatial_parts])
+    wb_predicate = conjunction([substitute(part, copies) for part in spatial_parts])
     nest: Stmt = BlockRealize(tuple(wb_bindings), wb_predicate, wb_block)
     for lp in reversed(copied):
         copy = copies[lp.loop_var]
