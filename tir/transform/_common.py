@@ -22,6 +22,7 @@ from tir.ir import (
     PrimFunc,
     Ramp,
     Stmt,
+    Var,
 )
 from tir.ir.stmt import SeqStmt
 
@@ -120,3 +121,23 @@ def uses_buffer(node: Node, buffer: Buffer) -> bool:
 
 class LoweringError(ValueError):
     """A program a lowering pass cannot lower; the message names the pass and the construct."""
+
+
+class _FindVars(IRVisitor):
+    def __init__(self) -> None:
+        self.found: set[Var] = set()
+
+    def visit_Var(self, node: Var) -> None:
+        self.found.add(node)
+
+
+def vars_in(node: Node) -> set[Var]:
+    """The variables ``node`` uses."""
+    finder = _FindVars()
+    finder.visit(node)
+    return finder.found
+
+
+def uses_var(node: Node, var: Var) -> bool:
+    """Whether ``node`` uses ``var``."""
+    return var in vars_in(node)

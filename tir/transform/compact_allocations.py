@@ -70,7 +70,7 @@ from tir.ir import (
     substitute,
 )
 from tir.ir.ops import tile_accesses
-from tir.transform._common import uses_buffer
+from tir.transform._common import uses_buffer, uses_var, vars_in
 from tir.transform.convert_blocks import STRIDE_OP
 
 __all__ = ["compact_allocations"]
@@ -199,7 +199,7 @@ class _ExactWrites(IRVisitor):
 
     def visit_For(self, loop: For) -> None:
         start, extent = substitute(loop.min, self.lets), substitute(loop.extent, self.lets)
-        if (_vars_in(start) | _vars_in(extent)) & self.loops.keys():
+        if (vars_in(start) | vars_in(extent)) & self.loops.keys():
             return  # not a rectangular nest
         if not self.analyzer.can_prove(extent >= 1):
             return  # the loop may not run
@@ -248,7 +248,7 @@ class _ExactWrites(IRVisitor):
             index = self.analyzer.simplify(substitute(index, self.lets))
             if index.dtype.lanes != 1 or _reads_memory(index):
                 return None
-            used_here = _vars_in(index)
+            used_here = vars_in(index)
             inner = [v for v in self.loops if v in used_here]
             if any(v in used for v in inner) or any(v.dtype != index.dtype for v in inner):
                 return None
@@ -261,7 +261,7 @@ class _ExactWrites(IRVisitor):
                 terms.append((coefficient.value, var))
                 offset = offset - var * coefficient
             offset = self.analyzer.simplify(offset)
-            if _vars_in(offset) & set(inner):
+            if vars_in(offset) & set(inner):
                 return None
             terms.sort(key=lambda t: t[0])
             expected = unit
@@ -299,24 +299,6 @@ def _reads_memory(expr: PrimExpr) -> bool:
 
     _Find().visit(expr)
     return found
-
-
-class _FindVars(IRVisitor):
-    def __init__(self) -> None:
-        self.found: set[Var] = set()
-
-    def visit_Var(self, node: Var) -> None:
-        self.found.add(node)
-
-
-def _vars_in(expr: PrimExpr) -> set[Var]:
-    finder = _FindVars()
-    finder.visit(expr)
-    return finder.found
-
-
-def _uses_var(expr: PrimExpr, var: Var) -> bool:
-    return var in _vars_in(expr)
 
 
 class _Shift(IRMutator):
@@ -465,7 +447,7 @@ class _Placer:
             if _reads_memory(rng.min) or _reads_memory(rng.extent):
                 continue
             extent = rng.extent
-            if _uses_var(extent, var):
+            if uses_var(extent, var):
                 bound = analyzer.const_int_bound(extent)
                 if math.isinf(bound.max_value):
                     continue

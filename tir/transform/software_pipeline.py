@@ -81,7 +81,7 @@ from tir.ir import expr as E
 from tir.ir.dtype import as_dtype
 from tir.ir.functor import substitute
 from tir.target import Target
-from tir.transform._common import LoweringError, make_seq
+from tir.transform._common import LoweringError, make_seq, uses_var
 from tir.transform.insert_syncthreads import syncthreads
 
 __all__ = ["STAGE_KEY", "ORDER_KEY", "inject_software_pipeline"]
@@ -178,18 +178,6 @@ def _is_multiple(expr: PrimExpr, factor: int) -> bool:
     return isinstance(rest, IntImm) and rest.value == 0
 
 
-def _uses_var(expr: Any, var: Var) -> bool:
-    found = False
-
-    class _Find(IRVisitor):
-        def visit_Var(self, node: Var) -> None:
-            nonlocal found
-            found = found or node is var
-
-    _Find().visit(expr)
-    return found
-
-
 def _async_copy(dst: BufferLoad, src: BufferLoad, nbytes: int) -> Stmt:
     return Evaluate(Call(_HANDLE, "ptx_cp_async", (dst, src, IntImm(nbytes))))
 
@@ -242,7 +230,7 @@ class _AsyncCopies(IRMutator):
         var = loop.loop_var
         zero = {var: loop.min}
         for indices in (store.indices, load.indices):
-            if any(_uses_var(index, var) for index in indices[:-1]):
+            if any(uses_var(index, var) for index in indices[:-1]):
                 return None
             step = simplify(indices[-1] - substitute(indices[-1], zero))
             if step is not var and not (isinstance(step, Var) and step is var):
