@@ -335,7 +335,7 @@ def _scope_loops(sch: Any, realize: Any) -> list[Var]:
     """The loop variables of the block's scope (not inside nested blocks), in program order."""
     from tir.schedule.primitives.compute_location import scope_loops
 
-    return scope_loops(sch.func, realize.block.name)
+    return scope_loops(sch.func, realize.block.name, sch.index)
 
 
 def _location_refusal(sch: Any, block_name: str, loops: list[Var], choice: int) -> str | None:
@@ -350,7 +350,7 @@ def _location_refusal(sch: Any, block_name: str, loops: list[Var], choice: int) 
         else:
             from tir.schedule.primitives.compute_location import check_compute_at
 
-            check_compute_at(sch.func, block_name, loops[choice])
+            check_compute_at(sch.func, block_name, loops[choice], index=sch.index)
     except ScheduleError as error:
         return f"{error.primitive}: {error.target}: {error.rule}"
     return None
