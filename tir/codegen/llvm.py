@@ -93,19 +93,15 @@ class ModuleCodegen:
             self._num_threads = var
         return self._num_threads
 
-    def full_unroll_loop_id(self) -> ir.values.MDValue:
-        """A new loop ID ``!n = !{!n, !{!"llvm.loop.unroll.full"}}`` for one loop's back edge.
-
-        ``unroll_loops`` leaves an unrolled loop too large to copy in TIR as a loop marked
-        ``pragma_unroll``; with this metadata LLVM's unroller, which ``optimize`` otherwise runs
-        only for loops that ask for it, unrolls it (copying in C++ is far cheaper)."""
-        return self.loop_id(unroll_full=True)
-
     def loop_id(self, *, unroll_full: bool = False, vectorize_off: bool = False) -> ir.values.MDValue:
-        """A new loop ID for one loop's back edge with the properties asked for:
-        ``llvm.loop.unroll.full`` (see ``full_unroll_loop_id``) and / or
-        ``llvm.loop.vectorize.enable = false`` (a loop LLVM's vectorizer would miscompile:
-        ``tir.codegen.llvm_vectorizer_guard``)."""
+        """A new loop ID ``!n = !{!n, ...}`` for one loop's back edge with the properties asked for:
+
+        - ``llvm.loop.unroll.full``: ``unroll_loops`` leaves an unrolled loop too large to copy
+          in TIR as a loop marked ``pragma_unroll``; LLVM's unroller, which ``optimize``
+          otherwise runs only for loops that ask for it, then unrolls it (copying in C++ is far
+          cheaper);
+        - ``llvm.loop.vectorize.enable = false``: a loop LLVM's vectorizer would miscompile
+          (``tir.codegen.llvm_vectorizer_guard``)."""
         properties: list[ir.values.MDValue] = []
         if unroll_full:
             if self._unroll_full is None:
