@@ -36,14 +36,17 @@ __all__ = [
 ]
 
 
-def extract_tasks(graph: Graph, target: str = "llvm") -> list:  # type: ignore[type-arg]
+def extract_tasks(graph: Graph, target: str = "llvm", layout: str = "auto") -> list:  # type: ignore[type-arg]
     """The model's tasks (``metasched.Task``), one per structurally distinct fused group,
-    weight = occurrences, with FLOP counts. A graph with symbolic dimensions gives the tasks
-    of its representative sizes: what ``compile`` looks up in the database and replays."""
+    weight = occurrences, with FLOP counts: what ``compile(graph, target, layout=layout)``
+    looks up in the database and replays. A graph with symbolic dimensions gives the tasks
+    of its representative sizes."""
     from metasched.model.compiled import representative_graph
     from metasched.model.fuse import lower_group, partition
+    from metasched.model.layout import for_target
     from metasched.task import Task, workload_hash
 
+    graph = for_target(graph, target, layout)
     fixed = representative_graph(graph) if graph.symbolic else graph
     tasks: dict[str, Task] = {}
     for group in partition(graph):

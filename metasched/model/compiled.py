@@ -66,6 +66,7 @@ def compile(  # noqa: A001 - the public name the design gives it
     schedule: str = "default",
     work_dir: str | os.PathLike[str] | None = None,
     symbolic: Mapping[str, int] | None = None,
+    layout: str = "auto",
 ) -> CompiledModel:
     """Compile a ``Graph`` (or an ONNX path / ModelProto) for ``target``.
 
@@ -73,7 +74,9 @@ def compile(  # noqa: A001 - the public name the design gives it
     programs: slow, for debugging). A ``database`` (path or ``metasched.Database``) overrides
     the schedule of every task it has a record for. ``symbolic`` (with an ONNX path or proto;
     a Graph carries its own from ``from_onnx``) keeps the named ``dim_param``s symbolic: one
-    build runs every size, scheduled for the representative sizes given (``{"N": 8}``)."""
+    build runs every size, scheduled for the representative sizes given (``{"N": 8}``).
+    ``layout``: ``"auto"`` runs 2-D convolutions and pooling channels-last on CPU targets
+    (``metasched.model.layout``), ``"NCHW"`` keeps the ONNX layout."""
     import tir
     from metasched.model.fuse import lower_group, partition
     from metasched.model.graph import Graph
@@ -89,6 +92,9 @@ def compile(  # noqa: A001 - the public name the design gives it
             f"compile(symbolic={dict(symbolic)}) but the graph was imported with symbolic={graph.symbolic}; "
             "pass symbolic to from_onnx (or give compile the ONNX file)"
         )
+    from metasched.model.layout import for_target
+
+    graph = for_target(graph, target, layout)
     representative = representative_graph(graph) if graph.symbolic else None
     report = CompileReport()
     groups = partition(graph)
@@ -532,6 +538,28 @@ class CompiledModel:
             self.run(inputs)
             samples.append(time.perf_counter() - start)
         return float(np.median(samples))
+
+    def profile(self, inputs: Mapping[str, Any], repeat: int = 5) -> list[dict[str, Any]]:
+        """Median seconds of each kernel call over ``repeat`` runs, slowest first: a list of
+        ``{"func", "group", "seconds", "share"}`` (share of the summed kernel time)."""
+        arrays, sizes = self._check_inputs(inputs)
+        self.run(inputs)
+        steps = [step for step in self.plan["steps"] if step["kind"] == "call"]
+        samples: list[list[float]] = [[] for _ in steps]
+        for _ in range(max(repeat, 1)):
+            for index, (function, pointers, late) in enumerate(self._calls):
+                for slot, name in late:
+                    pointers[slot] = arrays[self._root(name)].ctypes.data
+                start = time.perf_counter()
+                function(pointers)
+                samples[index].append(time.perf_counter() - start)
+        medians = [float(np.median(s)) for s in samples]
+        total = sum(medians) or 1.0
+        rows = [
+            {"func": step["func"], "group": step["group"], "seconds": seconds, "share": seconds / total}
+            for step, seconds in zip(steps, medians, strict=True)
+        ]
+        return sorted(rows, key=lambda row: -row["seconds"])
 
     # ------------------------------------------------------------ artifacts
 

@@ -63,19 +63,11 @@ def default_decisions(sketch: Trace, target: str | Target = "llvm") -> dict[int,
         spatial = [(pos, inst) for pos, inst in run if inst.kwargs.get("n", 2) > 2]
         reduce = [(pos, inst) for pos, inst in run if inst.kwargs.get("n", 2) == 2]
         extents = {pos: _product(inst.decision) for pos, inst in run}
-        vector_pos = spatial[-1][0] if spatial else None
-        others = [pos for pos, _ in spatial[:-1]]
-        row_pos = max(others, key=lambda p: extents[p], default=None)
+        register_tile = _register_tile(spatial, extents, lanes)
         for pos, inst in spatial:
             n = inst.kwargs["n"]
             extent = extents[pos]
-            limit = int(inst.kwargs.get("max_innermost_factor", 64))
-            if pos == vector_pos:
-                inner = _divisor_at_most(extent, min(2 * lanes, limit), prefer=lanes)
-            elif pos == row_pos:
-                inner = _divisor_at_most(extent, min(4, limit))
-            else:
-                inner = 1
+            inner = register_tile.get(pos, 1)
             # The parallel postprocessor fuses outer tiles while their product fits max_parallel:
             # the outer tiles take what fits, the next level the rest.
             rest = extent // inner
@@ -95,6 +87,41 @@ def default_decisions(sketch: Trace, target: str | Target = "llvm") -> dict[int,
         elif inst.kind == "sample_compute_location":
             decisions[pos] = inst.decision
     return decisions
+
+
+def _register_tile(spatial: list[tuple[int, Any]], extents: dict[int, int], lanes: int) -> dict[int, int]:
+    """Innermost tile per spatial sample: a vector tile on the last loop and a row tile on one
+    other, the pair that keeps the most vector accumulators within the register file (about
+    3/4 of it: the loaded operands need the rest; 32 registers with AVX-512, else 16). Small
+    extents such as a 7x7 image's rows fit whole (7 rows x 1 vector) rather than 1 row x 2."""
+    if not spatial:
+        return {}
+    budget = 24 if lanes >= 16 else 12
+    vector_pos, vector_inst = spatial[-1]
+    vector_limit = int(vector_inst.kwargs.get("max_innermost_factor", 64))
+    best: tuple[tuple[int, int, int], dict[int, int]] | None = None
+    for width in (2 * lanes, lanes):
+        vector = _divisor_at_most(extents[vector_pos], min(width, vector_limit), prefer=lanes)
+        vectors = -(-vector // lanes)
+        candidates = [(None, 1)] + [
+            (
+                pos,
+                _divisor_at_most(
+                    extents[pos], min(budget // vectors, int(inst.kwargs.get("max_innermost_factor", 64)))
+                ),
+            )
+            for pos, inst in spatial[:-1]
+        ]
+        for row_pos, rows in candidates:
+            # most accumulators, then wider vectors, then the longer row loop
+            key = (rows * vectors, vector, extents[row_pos] if row_pos is not None else 0)
+            if best is None or key > best[0]:
+                tile = {vector_pos: vector}
+                if row_pos is not None:
+                    tile[row_pos] = rows
+                best = (key, tile)
+    assert best is not None
+    return best[1]
 
 
 def _product(values: Any) -> int:

@@ -1,5 +1,7 @@
 """Convolutions: Conv (groups, depthwise, strides, dilations, pads, auto_pad; 1-D to 3-D) and
-ConvTranspose. Layout NCHW (N, C, spatial...), weights (M, C / group, kernel...)."""
+ConvTranspose. Layout NCHW (N, C, spatial...), weights (M, C / group, kernel...); a Conv whose
+attribute ``LAYOUT_ATTR`` is ``"NHWC"`` (set by ``metasched.model.layout``, never by ONNX) is
+channels-last: data (N, spatial..., C), weights (kernel..., C / group, M), output (N, spatial..., M)."""
 
 from __future__ import annotations
 
@@ -11,6 +13,14 @@ from metasched.model.symbolic import Dim, is_symbolic
 from metasched.model.te import Tensor, lazy
 from tir.ir import PrimExpr, const
 from tir.ir.expr import And, conjunction
+
+#: The internal node attribute that marks an operator as channels-last ("NHWC").
+LAYOUT_ATTR = "metasched.layout"
+
+
+def channels_last(ctx: OpContext) -> bool:
+    """Whether the node was rewritten to channels-last by the layout pass."""
+    return ctx.attr(LAYOUT_ATTR) == "NHWC"
 
 
 def resolve_pads(
@@ -39,23 +49,36 @@ def resolve_pads(
 
 
 def pad_tensor(
-    ctx: OpContext, x: Tensor, begin: Sequence[int], end: Sequence[int], value: float, lead: int = 2
+    ctx: OpContext,
+    x: Tensor,
+    begin: Sequence[int],
+    end: Sequence[int],
+    value: float,
+    lead: int = 2,
+    trail: int = 0,
 ) -> Tensor:
-    """``x`` padded on its axes from ``lead`` on with ``value``, materialized as its own stage
-    (the reductions then read a plain buffer)."""
+    """``x`` padded with ``value`` on its spatial axes (all but the first ``lead`` and the last
+    ``trail``), materialized as its own stage (the reductions then read a plain buffer)."""
     if not any(_nonzero(b) for b in begin) and not any(_nonzero(e) for e in end):
         return x
-    shape = tuple(x.shape[:lead]) + tuple(e + b + a for e, b, a in zip(x.shape[lead:], begin, end, strict=True))
+    stop = x.ndim - trail
+    spatial = x.shape[lead:stop]
+    shape = (
+        tuple(x.shape[:lead])
+        + tuple(e + b + a for e, b, a in zip(spatial, begin, end, strict=True))
+        + tuple(x.shape[stop:])
+    )
 
     def element(*i: PrimExpr) -> PrimExpr:
         conds = []
         src = list(i[:lead])
-        for d, (b, extent) in enumerate(zip(begin, x.shape[lead:], strict=True)):
+        for d, (b, extent) in enumerate(zip(begin, spatial, strict=True)):
             j = i[lead + d] - b
             if _nonzero(b) or _nonzero(end[d]):
                 conds.append(And(j >= 0, j < extent))
                 j = clamp(j, extent)
             src.append(j)
+        src.extend(i[stop:])
         loaded = x[tuple(src)]
         if not conds:
             return loaded
@@ -80,34 +103,40 @@ def lower_conv(
     acc_dtype: str = "float32",
     x_zero: PrimExpr | None = None,
     w_zero: PrimExpr | None = None,
+    last: bool = False,
 ) -> Tensor:
+    """The convolution of ``x`` by ``w`` (channels-last operands when ``last``), summed in
+    ``acc_dtype``; ``x_zero`` / ``w_zero`` are ConvInteger's zero points."""
     n_sp = x.ndim - 2
-    kernel = list(ctx.attr("kernel_shape", w.shape[2:]))
+    # Positions of the channel axis and the spatial axes in the data and in the weights.
+    x_sp = x.shape[1:-1] if last else x.shape[2:]
+    channels = x.shape[-1] if last else x.shape[1]
+    m, cpg = (w.shape[-1], w.shape[-2]) if last else (w.shape[0], w.shape[1])
+    kernel = list(ctx.attr("kernel_shape", w.shape[:-2] if last else w.shape[2:]))
     strides = list(ctx.attr("strides", [1] * n_sp))
     dilations = list(ctx.attr("dilations", [1] * n_sp))
     group = int(ctx.attr("group", 1))
-    begin, end = resolve_pads(ctx, x.shape[2:], kernel, strides, dilations)
-    channels = x.shape[1]
-    if channels % group or w.shape[0] % group or w.shape[1] * group != channels:
+    begin, end = resolve_pads(ctx, x_sp, kernel, strides, dilations)
+    if channels % group or m % group or cpg * group != channels:
         raise ctx.fail(f"input channels {channels}, weight {w.shape} and group {group} do not agree")
     pad_value = 0.0 if x_zero is None else x_zero
     if x_zero is not None and hasattr(x_zero, "value"):
         pad_value = x_zero.value  # type: ignore[attr-defined]
-    padded = pad_tensor(ctx, x, begin, end, pad_value)  # type: ignore[arg-type]
-    out_sp = [
-        conv_output_size(x.shape[2 + d], kernel[d], strides[d], dilations[d], begin[d], end[d]) for d in range(n_sp)
-    ]
-    m = w.shape[0]
-    cpg, mpg = w.shape[1], m // group
-    shape = (x.shape[0], m, *out_sp)
+    padded = pad_tensor(ctx, x, begin, end, pad_value, lead=1 if last else 2, trail=1 if last else 0)  # type: ignore[arg-type]
+    out_sp = [conv_output_size(x_sp[d], kernel[d], strides[d], dilations[d], begin[d], end[d]) for d in range(n_sp)]
+    mpg = m // group
+    shape = (x.shape[0], *out_sp, m) if last else (x.shape[0], m, *out_sp)
 
     def element(s: tuple[PrimExpr, ...], r: tuple[PrimExpr, ...]) -> PrimExpr:
-        nn, oc = s[0], s[1]
-        ic = r[0]
+        # channels-last reduces (kernel..., ic): the input channel innermost, contiguous in
+        # the data and the weights; NCHW reduces (ic, kernel...)
+        nn, oc = s[0], (s[-1] if last else s[1])
+        out_pos = s[1:-1] if last else s[2:]
+        ic, window = (r[-1], r[:-1]) if last else (r[0], r[1:])
         in_c = ic if group == 1 else (oc // mpg) * cpg + ic
-        idx = [nn, in_c] + [mul(s[2 + d], strides[d]) + mul(r[1 + d], dilations[d]) for d in range(n_sp)]
-        a = padded[tuple(idx)]
-        b = w[(oc, ic, *r[1:])]
+        pos = [mul(out_pos[d], strides[d]) + mul(window[d], dilations[d]) for d in range(n_sp)]
+        a = padded[(nn, *pos, in_c) if last else (nn, in_c, *pos)]
+        b = w[(*window, ic, oc) if last else (oc, ic, *window)]
         if acc_dtype != x.dtype:
             a = cast(a, acc_dtype)
             b = cast(b, acc_dtype)
@@ -117,17 +146,20 @@ def lower_conv(
                 b = b - cast(w_zero, acc_dtype)
         return a * b
 
-    return ctx.builder.reduce(ctx.stage, shape, (cpg, *kernel), element, "sum", dtype=acc_dtype)
+    axes = (*kernel, cpg) if last else (cpg, *kernel)
+    return ctx.builder.reduce(ctx.stage, shape, axes, element, "sum", dtype=acc_dtype)
 
 
 @register("Conv", kind="complex")
 def _conv(ctx: OpContext, inputs: list[Any]) -> list[Tensor]:
     x, w = inputs[0], inputs[1]
     bias = inputs[2] if len(inputs) > 2 else None
-    y = lower_conv(ctx, x, w, x.dtype)
+    last = channels_last(ctx)
+    y = lower_conv(ctx, x, w, x.dtype, last=last)
     if bias is None:
         return [y]
-    return [lazy(y.shape, y.dtype, lambda *i: y[i] + bias[(i[1],)])]
+    channel = -1 if last else 1
+    return [lazy(y.shape, y.dtype, lambda *i: y[i] + bias[(i[channel],)])]
 
 
 @register("ConvTranspose", kind="complex")

@@ -1,12 +1,13 @@
 """Pooling: MaxPool, AveragePool (count_include_pad, ceil_mode, auto_pad), GlobalAveragePool,
-GlobalMaxPool. Layout NCHW; any number of spatial axes."""
+GlobalMaxPool. Layout NCHW, any number of spatial axes; channels-last (N, spatial..., C) for a
+node the layout pass marked (see ``metasched.model.ops.conv.LAYOUT_ATTR``)."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from metasched.model.ops import OpContext, mul, register
-from metasched.model.ops.conv import pad_tensor, resolve_pads
+from metasched.model.ops.conv import channels_last, pad_tensor, resolve_pads
 from metasched.model.symbolic import dim_max, is_symbolic
 from metasched.model.te import Tensor, _lowest, lazy
 from tir.ir import Cast, PrimExpr, const
@@ -22,28 +23,39 @@ def _out_size(size: int, k: int, s: int, d: int, pb: int, pe: int, ceil_mode: bo
     return out
 
 
+def _split(shape: tuple, last: bool) -> tuple[tuple, tuple]:  # type: ignore[type-arg]
+    """(the non-spatial axes (N, C), the spatial ones) of a shape in either layout."""
+    return ((shape[0], shape[-1]), shape[1:-1]) if last else (shape[:2], shape[2:])
+
+
+def _join(outer: tuple, spatial: Any, last: bool) -> tuple:  # type: ignore[type-arg]
+    """The inverse of ``_split``."""
+    return (outer[0], *spatial, outer[1]) if last else (*outer, *spatial)
+
+
 def _pool(ctx: OpContext, x: Tensor, kind: str) -> Tensor:
+    last = channels_last(ctx)
+    outer, x_sp = _split(x.shape, last)
     n_sp = x.ndim - 2
     kernel = list(ctx.attr("kernel_shape"))
     strides = list(ctx.attr("strides", [1] * n_sp))
     dilations = list(ctx.attr("dilations", [1] * n_sp))
     ceil_mode = bool(ctx.attr("ceil_mode", 0))
-    begin, end = resolve_pads(ctx, x.shape[2:], kernel, strides, dilations)
-    out_sp = [
-        _out_size(x.shape[2 + d], kernel[d], strides[d], dilations[d], begin[d], end[d], ceil_mode) for d in range(n_sp)
-    ]
+    begin, end = resolve_pads(ctx, x_sp, kernel, strides, dilations)
+    out_sp = [_out_size(x_sp[d], kernel[d], strides[d], dilations[d], begin[d], end[d], ceil_mode) for d in range(n_sp)]
     # The padded input must cover every window, ceil mode's last partial one included.
     end_full = [
-        dim_max(end[d], (out_sp[d] - 1) * strides[d] + (kernel[d] - 1) * dilations[d] + 1 - x.shape[2 + d] - begin[d])
+        dim_max(end[d], (out_sp[d] - 1) * strides[d] + (kernel[d] - 1) * dilations[d] + 1 - x_sp[d] - begin[d])
         for d in range(n_sp)
     ]
     fill = _lowest(x.dtype) if kind == "max" else 0.0
-    padded = pad_tensor(ctx, x, begin, end_full, fill)
-    shape = (*x.shape[:2], *out_sp)
+    padded = pad_tensor(ctx, x, begin, end_full, fill, lead=1 if last else 2, trail=1 if last else 0)
+    shape = _join(outer, out_sp, last)
 
     def element(s: tuple[PrimExpr, ...], r: tuple[PrimExpr, ...]) -> PrimExpr:
-        idx = [s[0], s[1]] + [mul(s[2 + d], strides[d]) + mul(r[d], dilations[d]) for d in range(n_sp)]
-        return padded[tuple(idx)]
+        s_outer, s_sp = _split(s, last)
+        pos = [mul(s_sp[d], strides[d]) + mul(r[d], dilations[d]) for d in range(n_sp)]
+        return padded[_join(s_outer, pos, last)]
 
     y = ctx.builder.reduce(ctx.stage, shape, kernel, element, "max" if kind == "max" else "sum", dtype=x.dtype)
     if kind == "max":
@@ -52,14 +64,15 @@ def _pool(ctx: OpContext, x: Tensor, kind: str) -> Tensor:
 
     def average(*i: PrimExpr) -> PrimExpr:
         count: PrimExpr | None = None
+        i_sp = _split(i, last)[1]
         for d in range(n_sp):
-            start = i[2 + d] * strides[d] - begin[d]
+            start = i_sp[d] * strides[d] - begin[d]
             stop = start + (kernel[d] - 1) * dilations[d] + 1
             if count_pad:
                 # padded positions count, the ceil-mode overhang beyond the end padding does not
-                lo, hi = max_expr(start, -begin[d]), min_expr(stop, x.shape[2 + d] + end[d])
+                lo, hi = max_expr(start, -begin[d]), min_expr(stop, x_sp[d] + end[d])
             else:
-                lo, hi = max_expr(start, 0), min_expr(stop, x.shape[2 + d])
+                lo, hi = max_expr(start, 0), min_expr(stop, x_sp[d])
             extent = (hi - lo + dilations[d] - 1) // dilations[d] if dilations[d] > 1 else hi - lo
             count = extent if count is None else count * extent
         assert count is not None
@@ -83,11 +96,12 @@ def _avg_pool(ctx: OpContext, inputs: list[Any]) -> list[Tensor]:
 
 
 def _global(ctx: OpContext, x: Tensor, kind: str) -> Tensor:
-    sp = x.shape[2:]
-    shape = (*x.shape[:2], *([1] * len(sp)))
+    last = channels_last(ctx)
+    outer, sp = _split(x.shape, last)
+    shape = _join(outer, [1] * len(sp), last)
 
     def element(s: tuple[PrimExpr, ...], r: tuple[PrimExpr, ...]) -> PrimExpr:
-        return x[(s[0], s[1], *r)]
+        return x[_join(_split(s, last)[0], r, last)]
 
     y = ctx.builder.reduce(ctx.stage, shape, sp, element, "max" if kind == "max" else "sum", dtype=x.dtype)
     if kind == "max":

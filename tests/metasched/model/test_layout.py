@@ -1,0 +1,134 @@
+"""The channels-last layout pass (metasched/model/layout.py): where transposes go, and that
+every channels-last operator computes what onnxruntime computes, in both layouts."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+onnx = pytest.importorskip("onnx")
+pytest.importorskip("onnxruntime")
+
+from onnx import helper  # noqa: E402
+
+from metasched import model as msm  # noqa: E402
+from metasched.model.layout import TO_FIRST, TO_LAST, channels_last, for_target  # noqa: E402
+from metasched.model.ops.conv import LAYOUT_ATTR  # noqa: E402
+from metasched.model.testing import assert_close, ort_run  # noqa: E402
+
+from .test_ops import make_model, r  # noqa: E402
+
+
+def _run_both(model, inputs, outputs=("y",), schedule="none"):  # type: ignore[no-untyped-def]
+    want = ort_run(model, inputs)
+    for layout in ("NHWC", "NCHW"):
+        compiled = msm.compile(msm.from_onnx(model), schedule=schedule, threads=1, layout=layout)
+        got = compiled.run(inputs)
+        for name in outputs:
+            assert got[name].shape == want[name].shape, (layout, name)
+            assert_close(got[name], want[name], name=f"{layout} {name}")
+
+
+def _block_model():  # type: ignore[no-untyped-def]
+    """Conv-Relu-MaxPool-Conv-Add(skip)-Relu-GlobalAveragePool-Flatten-Gemm: a ResNet in small."""
+    nodes = [
+        helper.make_node("Conv", ["x", "w0", "b0"], ["c0"], pads=[1, 1, 1, 1], strides=[2, 2]),
+        helper.make_node("Relu", ["c0"], ["r0"]),
+        helper.make_node("MaxPool", ["r0"], ["p0"], kernel_shape=[3, 3], pads=[1, 1, 1, 1], strides=[2, 2]),
+        helper.make_node("Conv", ["p0", "w1"], ["c1"], pads=[1, 1, 1, 1]),
+        helper.make_node("Add", ["c1", "p0"], ["a1"]),
+        helper.make_node("Relu", ["a1"], ["r1"]),
+        helper.make_node("GlobalAveragePool", ["r1"], ["g"]),
+        helper.make_node("Flatten", ["g"], ["f"]),
+        helper.make_node("Gemm", ["f", "wf"], ["y"], transB=1),
+    ]
+    inits = {"w0": r(8, 3, 3, 3), "b0": r(8), "w1": r(8, 8, 3, 3), "wf": r(5, 8)}
+    return make_model(nodes, {"x": r(1, 3, 17, 17)}, ["y"], inits)
+
+
+def test_transposes_only_at_the_borders():  # type: ignore[no-untyped-def]
+    graph = msm.from_onnx(_block_model())
+    last = channels_last(graph)
+    transposes = [n for n in last.nodes if n.op_type == "Transpose"]
+    # one into NHWC (the image), one back before the Flatten; the skip Add finds both twins
+    assert [t.attrs["perm"] for t in transposes] == [TO_LAST, TO_FIRST]
+    assert transposes[0].inputs == ["x"] and transposes[1].outputs == ["g"]
+    marked = {n.op_type for n in last.nodes if n.attrs.get(LAYOUT_ATTR) == "NHWC"}
+    assert marked == {"Conv", "MaxPool", "GlobalAveragePool"}
+    # weights transposed once to (kh, kw, C, M); the input graph is unchanged
+    assert last.constants["w1.nhwc"].shape == (3, 3, 8, 8)
+    assert not any(n.op_type == "Transpose" for n in graph.nodes)
+    assert for_target(graph, "llvm", "NCHW") is graph
+    with pytest.raises(ValueError, match="layout must be"):
+        for_target(graph, "llvm", "NWHC")
+
+
+def test_block_model_matches_onnxruntime_default_schedules():  # type: ignore[no-untyped-def]
+    model = _block_model()
+    _run_both(model, {"x": r(1, 3, 17, 17)}, schedule="default")
+
+
+@pytest.mark.parametrize(
+    "attrs,wshape",
+    [
+        ({"group": 2, "strides": [2, 1], "pads": [0, 1, 2, 0]}, (6, 2, 3, 2)),
+        ({"group": 4, "dilations": [2, 2], "pads": [2, 2, 2, 2]}, (4, 1, 3, 3)),  # depthwise
+        ({"auto_pad": "SAME_UPPER", "strides": [2, 2]}, (6, 4, 3, 3)),
+        ({"auto_pad": "SAME_LOWER"}, (6, 4, 2, 2)),
+        ({}, (6, 4, 1, 1)),
+    ],
+)
+def test_conv_variants(attrs, wshape):  # type: ignore[no-untyped-def]
+    nodes = [helper.make_node("Conv", ["x", "w", "b"], ["y"], **attrs)]
+    model = make_model(nodes, {"x": r(2, 4, 9, 8)}, ["y"], {"w": r(*wshape), "b": r(wshape[0])})
+    _run_both(model, {"x": r(2, 4, 9, 8)})
+
+
+@pytest.mark.parametrize(
+    "op,attrs",
+    [
+        ("MaxPool", {"kernel_shape": [3, 2], "strides": [2, 1], "pads": [1, 0, 1, 1], "ceil_mode": 1}),
+        ("AveragePool", {"kernel_shape": [3, 3], "strides": [2, 2], "pads": [1, 1, 1, 1], "count_include_pad": 1}),
+        ("AveragePool", {"kernel_shape": [2, 2], "ceil_mode": 1, "strides": [2, 2]}),
+        ("GlobalMaxPool", {}),
+    ],
+)
+def test_pools_after_a_conv(op, attrs):  # type: ignore[no-untyped-def]
+    nodes = [helper.make_node("Conv", ["x", "w"], ["c"]), helper.make_node(op, ["c"], ["y"], **attrs)]
+    model = make_model(nodes, {"x": r(1, 3, 9, 9)}, ["y"], {"w": r(4, 3, 1, 1)})
+    _run_both(model, {"x": r(1, 3, 9, 9)})
+
+
+def test_mixed_consumers_constants_and_outputs():  # type: ignore[no-untyped-def]
+    """A value read by a channels-last and an NCHW operator, a per-channel constant (PRelu), a
+    graph input met by a channels-last value (Add), channel Concat, an unfused BatchNormalization
+    (stays NCHW), and a channels-last value that is also a graph output."""
+    nodes = [
+        helper.make_node("Conv", ["x", "w"], ["c"], pads=[1, 1, 1, 1]),
+        helper.make_node("PRelu", ["c", "slope"], ["p"]),
+        helper.make_node("Add", ["p", "skip"], ["a"]),
+        helper.make_node("Concat", ["a", "c"], ["cat"], axis=1),
+        helper.make_node("Softmax", ["cat"], ["s"], axis=1),  # NCHW consumer of cat
+        helper.make_node("Relu", ["cat"], ["y"]),  # channels-last consumer, a graph output
+        helper.make_node("BatchNormalization", ["s", "g", "beta", "mean", "var"], ["bn"]),
+    ]
+    inits = {
+        "w": r(4, 3, 3, 3),
+        "slope": r(4, 1, 1),
+        "g": r(8),
+        "beta": r(8),
+        "mean": r(8),
+        "var": np.abs(r(8)) + 0.5,
+    }
+    inputs = {"x": r(1, 3, 6, 7), "skip": r(1, 4, 6, 7)}
+    model = make_model(nodes, inputs, ["y", "bn", "c"], inits)
+    _run_both(model, inputs, outputs=("y", "bn", "c"))
+
+
+def test_extract_tasks_agrees_with_compile():  # type: ignore[no-untyped-def]
+    graph = msm.from_onnx(_block_model())
+    keys = {task.key for task in msm.extract_tasks(graph, "llvm")}
+    compiled = msm.compile(graph, threads=1)
+    assert keys == {task["key"] for task in compiled.report.tasks}
+    nchw = {task.key for task in msm.extract_tasks(graph, "llvm", layout="NCHW")}
+    assert nchw != keys
