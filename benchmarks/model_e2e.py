@@ -3,6 +3,11 @@
 at 1 and 2 threads, side by side with onnxruntime pinned to the same thread count.
 
     python benchmarks/model_e2e.py [--models resnet50,bert] [--repeat 10] [--database DIR]
+    python benchmarks/model_e2e.py --models resnet50 --tune-minutes 30 --work-dir tune-resnet50/
+
+With ``--tune-minutes`` each model is tuned first (``metasched.tune`` over its tasks at 2 threads,
+records in ``--work-dir``, resumed when the directory has some) and compiled from that database;
+the default schedules are timed beside the tuned ones.
 
 Prints compile time, latency, speed relative to onnxruntime and peak memory; ends with one JSON line.
 """
@@ -50,6 +55,8 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=10)
     parser.add_argument("--threads", default="1,2")
     parser.add_argument("--database", default=None)
+    parser.add_argument("--tune-minutes", type=float, default=0.0, help="tune each model first, for this long")
+    parser.add_argument("--work-dir", default=None, help="the tuning database (default: tune-e2e-<model>/)")
     args = parser.parse_args()
     results = []
     for name in args.models.split(","):
@@ -60,9 +67,19 @@ def main() -> None:
             model = randomize_weights(onnx.load(light_model_path(name)))
             graph0 = msm.from_onnx(model)
             feeds = {graph0.inputs[0]: np.random.default_rng(0).standard_normal((1, 3, 224, 224)).astype(np.float32)}
-        start = time.perf_counter()
         graph = msm.from_onnx(model)
-        compiled = msm.compile(graph, threads=2, database=args.database)
+        database, tuning_s, default = args.database, 0.0, None
+        if args.tune_minutes > 0:
+            import metasched
+
+            database = args.work_dir or f"tune-e2e-{name}"
+            tasks = msm.extract_tasks(graph, "llvm")
+            start = time.perf_counter()
+            metasched.tune(tasks, "llvm", time_budget=args.tune_minutes * 60, work_dir=database, num_threads=2)
+            tuning_s = time.perf_counter() - start
+            default = msm.compile(graph, threads=2)
+        start = time.perf_counter()
+        compiled = msm.compile(graph, threads=2, database=database)
         compile_s = time.perf_counter() - start
         want = ort_run(model, feeds, threads=2)
         got = compiled.run(feeds)
@@ -79,11 +96,15 @@ def main() -> None:
             theirs = _ort_latency(model, feeds, threads, args.repeat)
             row = {"model": name, "threads": threads, "ours_ms": round(ours * 1e3, 2),
                    "onnxruntime_ms": round(theirs * 1e3, 2), "speed_vs_ort": round(theirs / ours, 3),
-                   "compile_s": round(compile_s, 1), "tuning_s": 0.0, "correct": correct,
+                   "compile_s": round(compile_s, 1), "tuning_s": round(tuning_s, 1), "correct": correct,
                    "arena_mib": round(compiled.arena_bytes / 2**20, 1),
                    "intermediates_mib": round(compiled.intermediate_bytes / 2**20, 1)}
+            if default is not None:
+                default.set_threads(threads)
+                row["default_ms"] = round(default.benchmark(feeds, repeat=args.repeat) * 1e3, 2)
+                row["default_vs_ort"] = round(theirs * 1e3 / row["default_ms"], 3)
             print(f"  {threads} thread(s): ours {row['ours_ms']} ms, onnxruntime {row['onnxruntime_ms']} ms, "
-                  f"{row['speed_vs_ort']}x")
+                  f"{row['speed_vs_ort']}x" + (f" (default schedules {row['default_ms']} ms)" if default else ""))
             results.append(row)
     print(json.dumps({"benchmark": "model_e2e", "peak_rss_mib": round(_peak_mib(), 1), "results": results}))
 

@@ -132,3 +132,12 @@ def test_extract_tasks_agrees_with_compile():  # type: ignore[no-untyped-def]
     assert keys == {task["key"] for task in compiled.report.tasks}
     nchw = {task.key for task in msm.extract_tasks(graph, "llvm", layout="NCHW")}
     assert nchw != keys
+
+
+def test_profile_times_every_kernel_call():  # type: ignore[no-untyped-def]
+    compiled = msm.compile(msm.from_onnx(_block_model()), threads=1)
+    rows = compiled.profile({"x": r(1, 3, 17, 17)}, repeat=2)
+    calls = [s for s in compiled.plan["steps"] if s["kind"] == "call"]
+    assert sorted(row["group"] for row in rows) == sorted(s["group"] for s in calls)
+    assert [row["seconds"] for row in rows] == sorted((row["seconds"] for row in rows), reverse=True)
+    assert abs(sum(row["share"] for row in rows) - 1.0) < 1e-6
