@@ -5,7 +5,7 @@ Decisions, per tiled block: the innermost spatial loop's register tile is the ve
 (the largest divisor of its extent up to 2 vectors), the largest other spatial loop gets a
 register tile of up to 4 rows, the middle tiles are 1 and the outer tile takes the rest (the
 parallel postprocessor fuses outer tiles, so the parallel extent covers the cores); reductions
-run whole inside the tile. Unrolling: the second choice (16). Sketches are tried in order of
+run whole inside the tile. Unrolling: the second choice (16). Sampled compute locations: in place. Sketches are tried in order of
 preference (no inlined padding, then epilogue fused into the tile); the first that replays and verifies wins, and
 the unscheduled program is returned when none does.
 
@@ -85,7 +85,10 @@ def default_decisions(sketch: Trace, target: str | Target = "llvm") -> dict[int,
             candidates = inst.args[0] if inst.args else []
             decisions[pos] = 1 if len(candidates) > 1 else 0
         elif inst.kind == "sample_compute_location":
-            decisions[pos] = inst.decision
+            # In place (-1): a producer computed inside the tile (a convolution's padding) is
+            # recomputed by neighbouring tiles, and the parallel primitive then refuses the
+            # tile loops (iterations would share instances): one thread for the whole kernel.
+            decisions[pos] = -1
     return decisions
 
 
