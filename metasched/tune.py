@@ -5,15 +5,22 @@
     result.tasks[0].best_seconds
     tuned = metasched.apply_database(matmul, result.database, "llvm")
 
-Per batch: the task scheduler picks a task, its search strategy proposes candidates (replayed,
-post-processed and verified sketches, ranked by the cost model), the measurer builds and runs
-them in worker processes and checks their outputs against the unscheduled program, every result
-goes to the database, and the cost model learns from it.
+Coverage first: before any exploration, every task's default schedule
+(``metasched.space.default``) is measured as its first candidate, so each task has a measured,
+checked program at least as good as what ``compile`` would use without tuning; a budget too small
+for that is reported (``TuneResult.uncovered``) and those tasks keep their default schedule.
+
+Then per batch: the task scheduler picks a task, its search strategy proposes candidates
+(replayed, post-processed and verified sketches, ranked by the cost model), the measurer builds
+and runs them in worker processes and checks their outputs against the unscheduled program, every
+result goes to the database, and the cost model learns from it. ``on_progress`` receives a
+``TuneStatus`` after every batch (the command line's live table is drawn from it).
 """
 
 from __future__ import annotations
 
 import math
+import statistics
 import sys
 import tempfile
 import time
@@ -30,7 +37,7 @@ from tir.ir import IRModule, PrimFunc
 from tir.schedule import Schedule, Trace
 from tir.target import Target
 
-__all__ = ["TaskResult", "TuneResult", "apply_database", "tune"]
+__all__ = ["TaskResult", "TuneResult", "TuneStatus", "apply_database", "tune"]
 
 
 @dataclass
@@ -48,10 +55,24 @@ class TaskResult:
     best_func: PrimFunc | None = None
     errors: Counter[str] = field(default_factory=Counter)  # measured failures by kind
     rejects: Counter[str] = field(default_factory=Counter)  # candidates dropped before measuring, by reason
+    default_seconds: float | None = None  # the default schedule's measured latency (coverage)
+    known_trials: int = 0  # measurements of this task already in the database when the run began
 
     @property
     def gflops(self) -> float | None:
         return self.flops / self.best_seconds / 1e9 if self.best_seconds else None
+
+    @property
+    def covered(self) -> bool:
+        """Whether the task has a measured valid program (the default schedule, or better)."""
+        return self.best_seconds is not None
+
+    @property
+    def gain(self) -> float | None:
+        """How many times faster the best program is than the default schedule."""
+        if self.best_seconds and self.default_seconds:
+            return self.default_seconds / self.best_seconds
+        return None
 
 
 @dataclass
@@ -61,6 +82,13 @@ class TuneResult:
     trials: int
     wall_seconds: float
     build_seconds: list[float] = field(default_factory=list)
+    interrupted: bool = False  # stopped by Ctrl-C (``stop_on_interrupt``): bests not re-timed
+
+    @property
+    def uncovered(self) -> list[str]:
+        """Names of tasks with no measured valid program: the budget ran out first (they keep
+        their default schedule)."""
+        return [task.name for task in self.tasks if not task.covered]
 
     @property
     def best_func(self) -> PrimFunc | None:
@@ -84,6 +112,23 @@ class TuneResult:
                 top = task.rejects.most_common(3)
                 lines.append("    most common rejects: " + "; ".join(f"{v}x {k}" for k, v in top))
         return "\n".join(lines)
+
+
+@dataclass
+class TuneStatus:
+    """What ``tune`` reports to ``on_progress``: the phase, the tasks so far (live objects: read,
+    do not keep), the trials measured in this run and the seconds since it began.
+
+    ``phase``: "coverage" (measuring default schedules), "search", "settle" (re-timing the best
+    programs at the end) or "done"."""
+
+    phase: str
+    tasks: list[TaskResult]
+    trials: int
+    elapsed: float
+    trials_budget: int | None
+    time_budget: float | None
+    task_index: int | None = None  # the task of the batch just measured
 
 
 def _make_cost_model(cost_model: Any, seed: int) -> Any:
@@ -136,6 +181,9 @@ def tune(
     measurer: Any = None,
     search_options: dict[str, Any] | None = None,
     log: Callable[[str], None] | None = None,
+    measure_default: bool = True,
+    on_progress: Callable[[TuneStatus], None] | None = None,
+    stop_on_interrupt: bool = False,
 ) -> TuneResult:
     """Tune a program (or every function of a module, or a list of ``Task``) for ``target``.
 
@@ -150,6 +198,11 @@ def tune(
     ``measurer`` an object with ``measure(inputs)``/``close()`` instead of the default ``Measurer``.
     ``log`` receives progress lines (default: printed to stderr; pass ``lambda s: None`` to
     silence). The best candidate of each task is checked against the unscheduled program.
+    ``measure_default``: measure every task's default schedule before exploring (coverage
+    first; see the module docstring). ``on_progress`` receives a ``TuneStatus`` after every
+    batch and phase change. ``stop_on_interrupt``: Ctrl-C (KeyboardInterrupt) ends the run with
+    what was measured (``TuneResult.interrupted``) instead of raising; the database keeps every
+    finished measurement either way.
     """
     from metasched.database import Database, TuningRecord
     from metasched.measure import MeasureInput, Measurer
@@ -187,6 +240,7 @@ def tune(
             (Trace.from_json(r.trace_json), r.seconds) for r in database.records(task.func, target_text) if r.trace_json
         ]
         progress.append(TaskProgress(task.weight))
+        result.known_trials = len(known)
         if known:
             remade = search.warm_start(known)
             if remade and model is not None:
@@ -194,13 +248,82 @@ def tune(
             best = database.get_top_k(task.func, target_text, 1)
             if best:
                 progress[-1].history.append((0, best[0].seconds))
+                result.best_seconds = best[0].seconds
             log(f"[{task.name}] warm start from {len(known)} records in the database")
         log(f"[{task.name}] {len(sketches)} sketches, {task.flops / 1e9:.3f} GFLOP per run")
 
     scheduler = make_scheduler(task_scheduler)
     total = 0
     build_seconds: list[float] = []
+    interrupted = False
+    phase = "coverage" if measure_default else "search"
+    default_traces: dict[int, str] = {}  # task index -> trace of its default schedule
+
+    def report(task_index: int | None = None) -> None:
+        if on_progress is not None:
+            elapsed = time.perf_counter() - start
+            on_progress(TuneStatus(phase, results, total, elapsed, trials, time_budget, task_index))
+
+    def out_of_budget() -> bool:
+        if trials is not None and total >= trials:
+            return True
+        return time_budget is not None and time.perf_counter() - start >= time_budget
+
+    def record(index: int, candidate: Candidate, outcome: Any) -> float | None:
+        """Commit one measurement and fold it into the task's result; its seconds or None."""
+        task, result = tasks[index], results[index]
+        database.commit_record(
+            TuningRecord(
+                workload_hash=workload_hash(task.func),
+                target=target_text,
+                trace_json=candidate.trace.to_json(),
+                seconds=outcome.seconds,
+                error_kind=outcome.error_kind,
+                error_msg=outcome.error_msg,
+                timestamp=time.time(),
+            )
+        )
+        if outcome.build_seconds:
+            build_seconds.append(outcome.build_seconds)
+        if outcome.error_kind is not None:
+            result.errors[outcome.error_kind] += 1
+            return None
+        if outcome.seconds is not None and (result.best_seconds is None or outcome.seconds < result.best_seconds):
+            result.best_seconds = outcome.seconds
+            result.best_trace = candidate.trace
+            result.best_func = candidate.func
+        return outcome.seconds  # type: ignore[no-any-return]
+
     try:
+        if measure_default:
+            report()
+            defaults = _default_candidates(tasks, strategies, results, database, target_text, log, default_traces)
+            while defaults and not out_of_budget():
+                size = batch_size if trials is None else min(batch_size, trials - total)
+                chunk, defaults = defaults[:size], defaults[size:]
+                inputs = [MeasureInput(c.func, target_text, reference=tasks[i].func) for i, c in chunk]
+                for (index, candidate), outcome in zip(chunk, measurer.measure(inputs)):
+                    seconds = record(index, candidate, outcome)
+                    results[index].default_seconds = seconds
+                    results[index].trials += 1
+                    total += 1
+                    strategies[index].notify([candidate], [seconds])
+                    if model is not None:
+                        model.update(tasks[index].key, _features([candidate], target_text), [seconds])
+                    best = results[index].best_seconds
+                    progress[index].trials = results[index].trials
+                    progress[index].history.append((results[index].trials, best if best is not None else math.inf))
+                    shown = f"{seconds * 1e3:.3f} ms" if seconds is not None else f"failed ({outcome.error_kind})"
+                    log(f"[{tasks[index].name}] default schedule: {shown}")
+                    report(index)
+            if defaults:
+                names = ", ".join(tasks[i].name for i, _ in defaults[:5]) + (" ..." if len(defaults) > 5 else "")
+                log(
+                    f"the budget ran out before {len(defaults)} task(s) had their default schedule measured "
+                    f"({names}); they keep their default schedule"
+                )
+        phase = "search"
+        report()
         while trials is None or total < trials:
             if time_budget is not None and time.perf_counter() - start >= time_budget:
                 break
@@ -220,29 +343,7 @@ def tune(
             measure_start = time.perf_counter()
             measured = measurer.measure(inputs, best_seconds=result.best_seconds)
             measure_seconds = time.perf_counter() - measure_start
-            seconds: list[float | None] = []
-            for candidate, outcome in zip(batch, measured):
-                database.commit_record(
-                    TuningRecord(
-                        workload_hash=workload_hash(task.func),
-                        target=target_text,
-                        trace_json=candidate.trace.to_json(),
-                        seconds=outcome.seconds,
-                        error_kind=outcome.error_kind,
-                        error_msg=outcome.error_msg,
-                        timestamp=time.time(),
-                    )
-                )
-                if outcome.build_seconds:
-                    build_seconds.append(outcome.build_seconds)
-                if outcome.error_kind is not None:
-                    result.errors[outcome.error_kind] += 1
-                seconds.append(outcome.seconds if outcome.error_kind is None else None)
-                if outcome.error_kind is None and outcome.seconds is not None:
-                    if result.best_seconds is None or outcome.seconds < result.best_seconds:
-                        result.best_seconds = outcome.seconds
-                        result.best_trace = candidate.trace
-                        result.best_func = candidate.func
+            seconds = [record(index, candidate, outcome) for candidate, outcome in zip(batch, measured)]
             if model is not None:
                 model.update(task.key, _features(batch, target_text), seconds)
             search.notify(batch, seconds)
@@ -257,15 +358,89 @@ def tune(
                 f"[{task.name}] trials {result.trials} (total {total}{'/' + str(trials) if trials else ''}), "
                 f"best {shown}, {elapsed:.0f} s (search {search_seconds:.1f} s, measure {measure_seconds:.1f} s)"
             )
+            report(index)
         # Results: the database's best per task (earlier runs included), checked once more.
+        phase = "settle"
+        report()
         for task, result in zip(tasks, results):
             _settle_best(task, result, database, target_text, measurer, log)
+        # The default's latency as the best's: the median of its measurements (it may have
+        # been re-timed with the best), so that the gain compares like with like.
+        for index, trace_json in default_traces.items():
+            valid = [
+                r.seconds
+                for r in database.records(tasks[index].func, target_text)
+                if r.trace_json == trace_json and r.is_valid
+            ]
+            if valid:
+                results[index].default_seconds = statistics.median(valid)
+    except KeyboardInterrupt:
+        if not stop_on_interrupt:
+            raise
+        interrupted = True  # every finished measurement is in the database; the batch in flight is lost
+        log("interrupted: stopping; every finished measurement is in the database")
     finally:
         for search, result in zip(strategies, results):
             result.rejects = search.rejects
         if owns_measurer:
             measurer.close()
-    return TuneResult(database, results, total, time.perf_counter() - start, build_seconds)
+    phase = "done"
+    report()
+    return TuneResult(database, results, total, time.perf_counter() - start, build_seconds, interrupted)
+
+
+def _default_candidates(
+    tasks: Sequence[Task],
+    strategies: Sequence[SearchStrategy],
+    results: Sequence[TaskResult],
+    database: Any,
+    target: str,
+    log: Callable[[str], None],
+    traces: dict[int, str],
+) -> list[tuple[int, Candidate]]:
+    """(task index, candidate) of each task's default schedule not yet measured for ``target``;
+    ``traces`` receives every task's default trace (JSON).
+
+    A task whose default schedule was measured in an earlier run gets its latency from the
+    database instead (the median of its valid measurements)."""
+    todo = []
+    for index, (task, search) in enumerate(zip(tasks, strategies)):
+        candidate = default_candidate(task, search.sketches, search.postprocs, target)
+        if candidate is None:
+            log(f"[{task.name}] the default schedule is not in the design space: not measured first")
+            continue
+        trace_json = traces[index] = candidate.trace.to_json()
+        earlier = [r for r in database.records(task.func, target) if r.trace_json == trace_json]
+        if earlier:
+            valid = [r.seconds for r in earlier if r.is_valid]
+            results[index].default_seconds = statistics.median(valid) if valid else None
+            continue
+        todo.append((index, candidate))
+    return todo
+
+
+def default_candidate(task: Task, sketches: Sequence[Trace], postprocs: Sequence[Any], target: str) -> Candidate | None:
+    """The task's default schedule (``metasched.space.default.default_schedule``) as a candidate
+    with its trace, so it can be measured and recorded like any other: the sketch whose default
+    decisions give a program structurally equal to the default one. The unscheduled program
+    (the default when no sketch applies) is the empty trace. None when no sketch gives it."""
+    from metasched.search.candidate import Rejected, make_candidate
+    from metasched.space.default import default_decisions, default_schedule
+    from tir.ir.structural import structural_equal, structural_hash
+
+    default_func = default_schedule(task.func, target)
+    if default_func is task.func:
+        return Candidate(-1, {}, Schedule(task.func), hash=structural_hash(task.func))
+    for index, sketch in enumerate(sketches):
+        try:
+            candidate = make_candidate(task.func, sketch, index, default_decisions(sketch, target), postprocs, seed=0)
+        except Rejected:
+            continue
+        except Exception:  # noqa: BLE001 - a sketch that cannot take the default decisions is not the default
+            continue
+        if structural_equal(candidate.func, default_func):
+            return candidate
+    return None
 
 
 def _settle_best(task: Task, result: TaskResult, database: Any, target: str, measurer: Any, log: Any) -> None:
@@ -299,7 +474,10 @@ def _settle_best(task: Task, result: TaskResult, database: Any, target: str, mea
             failed.add(record.trace_json)
             log(f"[{task.name}] a recorded best candidate fails its check ({outcome.error_kind}): skipped")
     functions = {record.trace_json: func for record, func in replayed}
-    for record in database.get_top_k(task.func, target, 5):
+    # Ranked again by the medians that include the new measurements, among the programs just
+    # re-timed: others may now rank above them on a single lucky measurement each.
+    every_program = len(database.records(task.func, target))
+    for record in database.get_top_k(task.func, target, every_program):
         if record.trace_json in failed or record.trace_json not in functions:
             continue
         result.best_seconds = record.seconds
