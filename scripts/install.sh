@@ -40,3 +40,9 @@ if [ "$want_test" = 1 ]; then
     fi
 fi
 echo "tensorir installed ($(python3 -c 'import tir; print(tir.__file__.rsplit("/", 2)[0])'))"
+# pip puts the metasched script beside this Python's executables, which may not be on PATH
+# (a --user install, say); python3 -m metasched works regardless.
+if ! command -v metasched >/dev/null 2>&1; then
+    scripts_dir="$(python3 -c 'import sysconfig; print(sysconfig.get_path("scripts"))')"
+    echo "note: the metasched command is in $scripts_dir, which is not on PATH: add it, or run python3 -m metasched" >&2
+fi

@@ -21,7 +21,7 @@ import os
 import sys
 from collections.abc import Sequence
 
-from metasched.cli.common import CliError
+from metasched.cli.common import CliError, HelpFormatter
 
 __all__ = ["CliError", "build_parser", "main"]
 
@@ -52,7 +52,7 @@ def build_parser() -> argparse.ArgumentParser:
             "  metasched doctor model.onnx\n"
             "\n`metasched COMMAND --help` describes each command."
         ),
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        formatter_class=HelpFormatter,
     )
     parser.add_argument("--version", action="version", version=f"metasched {__version__}")
     parser.add_argument("--debug", action="store_true", default=False, help="show the traceback of an error")

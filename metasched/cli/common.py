@@ -3,10 +3,12 @@ directory, and loading a model (a user's ONNX file or the built-in demo model)."
 
 from __future__ import annotations
 
+import argparse
 import hashlib
 import os
 import re
 import sys
+import textwrap
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -14,6 +16,7 @@ from typing import Any
 __all__ = [
     "DEMO_MODEL",
     "CliError",
+    "HelpFormatter",
     "LoadedModel",
     "check_target",
     "format_seconds",
@@ -31,6 +34,22 @@ DEMO_MODEL = "squeezenet"
 
 class CliError(Exception):
     """A problem the user can fix. Printed as one line (no traceback unless --debug), exit 2."""
+
+
+class HelpFormatter(argparse.HelpFormatter):
+    """Wraps prose paragraphs of descriptions and epilogs to the terminal, and keeps paragraphs
+    with indented lines (the examples) as written."""
+
+    def _fill_text(self, text: str, width: int, indent: str) -> str:
+        paragraphs = []
+        for paragraph in text.split("\n\n"):
+            if any(line.startswith("  ") for line in paragraph.splitlines()):
+                paragraphs.append("\n".join(indent + line for line in paragraph.splitlines()))
+            else:
+                paragraphs.append(
+                    textwrap.fill(" ".join(paragraph.split()), width, initial_indent=indent, subsequent_indent=indent)
+                )
+        return "\n\n".join(paragraphs)
 
 
 def say(text: str = "") -> None:

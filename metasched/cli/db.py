@@ -13,7 +13,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from metasched.cli.common import CliError, say
+from metasched.cli.common import CliError, HelpFormatter, say
 
 __all__ = ["add_parser"]
 
@@ -25,7 +25,20 @@ def add_parser(subparsers: Any, common: argparse.ArgumentParser) -> None:
         "db",
         parents=[common],
         help="inspect, export, import, prune or plot a tuning database",
-        description="Inspect and manage the tuning database of a work directory.",
+        description=(
+            "Inspect and manage the tuning database of a work directory: every measured candidate, keyed "
+            "by the task's workload hash and the target string."
+        ),
+        epilog=(
+            "examples:\n"
+            "  metasched db list --work-dir tune/\n"
+            "  metasched db show g5_conv_relu --work-dir tune/\n"
+            "  metasched db export records.jsonl --work-dir tune/     # then, elsewhere:\n"
+            "  metasched db import records.jsonl --work-dir tune/\n"
+            "  metasched db prune --keep 16 --work-dir tune/\n"
+            "  metasched db plot -o curves.png --work-dir tune/"
+        ),
+        formatter_class=HelpFormatter,
     )
     actions = parser.add_subparsers(dest="action", metavar="ACTION", required=True)
 

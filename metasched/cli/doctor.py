@@ -12,7 +12,7 @@ import subprocess
 from collections import Counter
 from typing import Any
 
-from metasched.cli.common import CliError, check_target, load_model, parse_input_shapes, say
+from metasched.cli.common import CliError, HelpFormatter, check_target, load_model, parse_input_shapes, say
 
 __all__ = ["add_parser"]
 
@@ -27,6 +27,8 @@ def add_parser(subparsers: Any, common: argparse.ArgumentParser) -> None:
             "(xgboost, onnxruntime, qemu-aarch64, nvcc, a GPU). With MODEL.onnx: its operators (supported or "
             "not) and the tasks metasched tune would tune."
         ),
+        epilog="examples:\n  metasched doctor\n  metasched doctor model.onnx --input x:1,3,224,224",
+        formatter_class=HelpFormatter,
     )
     parser.add_argument("model", nargs="?", metavar="MODEL.onnx")
     parser.add_argument("--target", default="llvm", help="target string for the model's tasks (default llvm)")

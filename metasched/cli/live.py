@@ -9,8 +9,10 @@ against the budget, the elapsed time, an ETA and the model's estimated latency.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import sys
+import threading
 import time
 from typing import Any, TextIO
 
@@ -71,6 +73,14 @@ def _task_rows(tasks: list[Any]) -> list[dict[str, str]]:
     return rows
 
 
+def _now(status: Any, since: float) -> Any:
+    """``status`` with its clock moved on by the seconds since it was reported (the tuner
+    reports after each batch; a batch of a large model can take a minute)."""
+    if status.phase == "done":
+        return status
+    return dataclasses.replace(status, elapsed=status.elapsed + time.monotonic() - since)
+
+
 def _footer(status: Any) -> str:
     budget = f"/{status.trials_budget}" if status.trials_budget is not None else ""
     parts = [f"{_PHASES.get(status.phase, status.phase)}", f"trials {status.trials}{budget}"]
@@ -88,32 +98,52 @@ def _footer(status: Any) -> str:
 
 
 class PlainLines:
-    """One line per ``interval`` seconds (and at every phase change) for a non-terminal."""
+    """A line at every phase change and then every ``interval`` seconds, batch or not (a
+    heartbeat thread repeats the last state with its clock moved on), for a non-terminal."""
 
-    def __init__(self, stream: TextIO | None = None, interval: float = 10.0, verbose: bool = False) -> None:
+    def __init__(self, stream: TextIO | None = None, interval: float = 10.0) -> None:
         self.stream = stream or sys.stdout
         self.interval = interval
-        self.verbose = verbose
-        self._last = -math.inf
+        self._lock = threading.Lock()
+        self._last_print = -math.inf
         self._phase = ""
+        self._status: Any = None
+        self._since = time.monotonic()
+        self._stop = threading.Event()
+        self._heartbeat = threading.Thread(target=self._beat, name="progress", daemon=True)
+        self._heartbeat.start()
 
-    def update(self, status: Any) -> None:
-        now = time.monotonic()
-        if status.phase == self._phase and now - self._last < self.interval:
-            return
-        self._last, self._phase = now, status.phase
+    def _print(self, status: Any, task_index: int | None = None) -> None:
         line = f"[{format_seconds(status.elapsed):>6}] {_footer(status)}"
-        if status.task_index is not None:
-            task = status.tasks[status.task_index]
+        if task_index is not None:
+            task = status.tasks[task_index]
             line += f" | last {task.name}: {task.trials} trials, best {_ms(task.best_seconds)} ms"
         print(line, file=self.stream, flush=True)
+        self._last_print = time.monotonic()
+
+    def _beat(self) -> None:
+        while not self._stop.wait(1.0):
+            with self._lock:
+                if self._status is not None and time.monotonic() - self._last_print >= self.interval:
+                    self._print(_now(self._status, self._since))
+
+    def update(self, status: Any) -> None:
+        with self._lock:
+            self._status, self._since = status, time.monotonic()
+            if status.phase == self._phase and time.monotonic() - self._last_print < self.interval:
+                return
+            self._phase = status.phase
+            self._print(status, status.task_index)
 
     def log(self, line: str) -> None:
-        print(line, file=self.stream, flush=True)
+        with self._lock:
+            print(line, file=self.stream, flush=True)
 
     def close(self, status: Any | None = None) -> None:
+        self._stop.set()
+        self._heartbeat.join()
         if status is not None and status.phase != self._phase:  # the last state, unless just printed
-            print(f"[{format_seconds(status.elapsed):>6}] {_footer(status)}", file=self.stream, flush=True)
+            self._print(status)
 
 
 class LiveTable:
@@ -128,7 +158,9 @@ class LiveTable:
         self.title = title
         self.skipped = skipped
         self.status: Any = None
-        self.live = Live(self._render(), console=self.console, refresh_per_second=4, transient=False)
+        self.since = time.monotonic()
+        # Rendered afresh at every refresh (not only when a batch reports), so the clock runs.
+        self.live = Live(console=self.console, get_renderable=self._render, refresh_per_second=2, transient=False)
         self.live.start()
 
     def _render(self) -> Any:
@@ -154,23 +186,23 @@ class LiveTable:
             table.add_row(*(row[c] for c in ("task", "calls", "trials", "best ms", "GFLOP/s", "share", "gain")))
         if len(rows) > room:
             table.add_row(f"... {len(rows) - room} more tasks", "", "", "", "", "", "")
-        caption = _footer(self.status)
+        caption = _footer(_now(self.status, self.since))
         if self.skipped:
             caption += f" | {self.skipped} tasks already tuned"
         table.caption = caption
         return table
 
     def update(self, status: Any) -> None:
-        self.status = status
-        self.live.update(self._render())
+        self.status, self.since = status, time.monotonic()
+        self.live.refresh()
 
     def log(self, line: str) -> None:
         self.live.console.print(line, markup=False, highlight=False)
 
     def close(self, status: Any | None = None) -> None:
         if status is not None:
-            self.status = status
-            self.live.update(self._render())
+            self.status, self.since = status, time.monotonic()
+        self.live.refresh()
         self.live.stop()
 
 

@@ -12,6 +12,7 @@ import numpy as np
 
 from metasched.cli.common import (
     CliError,
+    HelpFormatter,
     check_target,
     load_model,
     parse_input_shapes,
@@ -37,7 +38,7 @@ def add_parsers(subparsers: Any, common: argparse.ArgumentParser) -> None:
             "(model.so, graph.json, constants.npz, and a copy of the ONNX file)."
         ),
         epilog="example:\n  metasched compile model.onnx --work-dir tune/ -o model.out",
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        formatter_class=HelpFormatter,
     )
     compile_parser.add_argument("model", metavar="MODEL.onnx")
     compile_parser.add_argument("--work-dir", metavar="DIR", help="the tuning database (none: default schedules)")
@@ -53,7 +54,7 @@ def add_parsers(subparsers: Any, common: argparse.ArgumentParser) -> None:
         help="run a compiled model on .npy inputs",
         description="Run a model saved by `metasched compile` on inputs from .npy files.",
         epilog="example:\n  metasched run model.out --input data=x.npy -o outputs.npz",
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        formatter_class=HelpFormatter,
     )
     run_parser.add_argument("compiled", metavar="OUT/", help="a directory written by metasched compile")
     run_parser.add_argument(
@@ -77,7 +78,7 @@ def add_parsers(subparsers: Any, common: argparse.ArgumentParser) -> None:
             "the default ones); a compiled OUT/ directory is loaded as it is."
         ),
         epilog="examples:\n  metasched bench model.out --threads 1,2\n  metasched bench model.onnx --work-dir tune/",
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        formatter_class=HelpFormatter,
     )
     bench_parser.add_argument("model", metavar="MODEL.onnx|OUT/")
     bench_parser.add_argument("--threads", default="1,2", help="thread counts, comma-separated (default 1,2)")
@@ -85,6 +86,7 @@ def add_parsers(subparsers: Any, common: argparse.ArgumentParser) -> None:
     bench_parser.add_argument("--work-dir", metavar="DIR", help="tuning database for an ONNX model")
     bench_parser.add_argument("--target", default="llvm", help="target string (default llvm)")
     bench_parser.add_argument("--input", action="append", metavar="NAME:D1,D2,...", help="an input's shape")
+    bench_parser.add_argument("--json", metavar="FILE", help="also write the results to FILE as JSON")
     bench_parser.set_defaults(handler=run_bench)
 
 
@@ -201,6 +203,7 @@ def run_bench(args: argparse.Namespace) -> int:
         feeds = random_inputs(model.graph)
     rows = []
     speedups = []
+    results = []
     for threads in threads_list:
         compiled.set_threads(threads)
         contenders = {"metasched": lambda: compiled.run(feeds)}
@@ -209,6 +212,17 @@ def run_bench(args: argparse.Namespace) -> int:
             contenders["onnxruntime"] = lambda: session.run(None, feeds)  # noqa: B023 - used at once
         timings = time_contenders(contenders, args.repeat)
         ours = timings["metasched"]
+        theirs_timing = timings.get("onnxruntime")
+        results.append(
+            {
+                "threads": threads,
+                "ours_ms": ours.median * 1e3,
+                "ours_iqr_ms": [ours.low * 1e3, ours.high * 1e3],
+                "onnxruntime_ms": theirs_timing.median * 1e3 if theirs_timing else None,
+                "onnxruntime_iqr_ms": [theirs_timing.low * 1e3, theirs_timing.high * 1e3] if theirs_timing else None,
+                "speedup_vs_onnxruntime": theirs_timing.median / ours.median if theirs_timing else None,
+            }
+        )
         row = [f"{threads}", f"{ours.median * 1e3:.3f}", f"{ours.low * 1e3:.3f}-{ours.high * 1e3:.3f}"]
         if session is not None:
             theirs = timings["onnxruntime"]
@@ -228,6 +242,12 @@ def run_bench(args: argparse.Namespace) -> int:
     )
     if proto is None:
         say(f"no {SOURCE_NAME} in {path}: onnxruntime was not timed")
+    if args.json:
+        import json
+
+        Path(args.json).write_text(
+            json.dumps({"model": str(path), "repeat": args.repeat, "results": results}, indent=1)
+        )
     return 0
 
 

@@ -19,6 +19,7 @@ from typing import Any
 from metasched.cli.common import (
     DEMO_MODEL,
     CliError,
+    HelpFormatter,
     LoadedModel,
     check_target,
     format_seconds,
@@ -50,7 +51,8 @@ def add_parser(subparsers: Any, common: argparse.ArgumentParser) -> None:
         description=(
             "Tune every kernel (task) of an ONNX model for this CPU within a budget of trials or time, "
             "recording every measurement in the work directory's database. Every task's default schedule "
-            "is measured first, so a tuned model is never worse than an untuned one; then a task scheduler "
+            "is measured first, so every task has a measured program at least as fast as its default one; "
+            "then a task scheduler "
             "spends the budget where it cuts the model's latency most. Ctrl-C stops cleanly; running the "
             "same command again continues the run, and tasks already tuned for the target are skipped "
             "(--retune tunes them again). At the end the tuned model is built, its outputs are compared with "
@@ -64,7 +66,7 @@ def add_parser(subparsers: Any, common: argparse.ArgumentParser) -> None:
             "  metasched tune model.onnx --time-budget 20m --work-dir tune/\n"
             "  metasched tune model.onnx --input x:1,3,224,224 --trials 500 --threads 2 --plot"
         ),
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        formatter_class=HelpFormatter,
     )
     parser.add_argument("model", nargs="?", metavar="MODEL.onnx", help="the model (default: the demo model)")
     parser.add_argument("--target", default="llvm", help="target string (default: llvm, this CPU)")
