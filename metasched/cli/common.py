@@ -25,6 +25,7 @@ __all__ = [
     "parse_duration",
     "parse_input_shapes",
     "parse_threads",
+    "plural",
     "say",
 ]
 
@@ -50,6 +51,11 @@ class HelpFormatter(argparse.HelpFormatter):
                     textwrap.fill(" ".join(paragraph.split()), width, initial_indent=indent, subsequent_indent=indent)
                 )
         return "\n\n".join(paragraphs)
+
+
+def plural(count: int, word: str) -> str:
+    """``1 trial``, ``2 trials``."""
+    return f"{count} {word}{'' if count == 1 else 's'}"
 
 
 def say(text: str = "") -> None:
@@ -218,9 +224,12 @@ def load_model(path: str | None, input_shapes: dict[str, tuple[int, ...]], work_
             f"{model_path.name}: {_short(str(error))} (metasched doctor {model_path} lists them all)"
         ) from None
     except ModelImportError as error:
-        message = str(error)
-        if "input" in message and ("shape" in message or "dim" in message):
-            message += "; give the shapes with --input NAME:D1,D2,..."
+        # The importer speaks of its Python argument; the user gave (or must give) --input.
+        message = str(error).replace("input_shapes gives", "--input gives")
+        if "bind it with" in message:
+            named = re.search(r"input '([^']+)'", message)
+            example = f"{named.group(1)}:D1,D2,..." if named else "NAME:D1,D2,..."
+            message = message.split(": bind it with")[0] + f": give the input's shape with --input {example}"
         raise CliError(f"{model_path.name}: {message}") from None
     digest = hashlib.sha256(data + repr(sorted(input_shapes.items())).encode()).hexdigest()[:16]
     name = model_path.stem

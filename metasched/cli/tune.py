@@ -27,6 +27,7 @@ from metasched.cli.common import (
     open_work_dir,
     parse_duration,
     parse_input_shapes,
+    plural,
     random_inputs,
     say,
 )
@@ -40,7 +41,7 @@ DEMO_TIME_BUDGET = "2m"
 DEFAULT_TIME_BUDGET = "10m"
 
 # Log lines of metasched.tune worth showing without --verbose (the table shows the rest).
-_NOTABLE = ("budget ran out", "not in the design space", "fails its check", "no new valid candidate", "interrupted")
+_NOTABLE = ("not in the design space", "fails its check", "no new valid candidate", "interrupted")
 
 
 def add_parser(subparsers: Any, common: argparse.ArgumentParser) -> None:
@@ -216,7 +217,10 @@ def run(args: argparse.Namespace) -> int:
             return 130
     elif todo:
         say("the budget of this run was spent before it stopped")
-    runlog.finish(run_id, [t.key for t in todo], result.trials if result is not None else 0)
+    # Only tasks with a measured program count as tuned: a task the budget did not reach is
+    # tuned by the next run (and keeps its default schedule meanwhile).
+    covered = [t.key for t in todo if database.has(t.func, target)]
+    runlog.finish(run_id, covered, result.trials if result is not None else 0)
     if args.plot:
         from metasched.cli.plot import plot_tuning
 
@@ -243,7 +247,7 @@ def _tune(
     from metasched.measure import Measurer
     from metasched.measure.executors import close_local_pools
 
-    budget = f"{trials} trials" if trials is not None else f"{format_seconds(time_budget or 0)}"
+    budget = plural(trials, "trial") if trials is not None else f"{format_seconds(time_budget or 0)}"
     say(f"tuning {len(tasks)} tasks, budget {budget}, {args.threads} threads, work dir {work_dir}")
     executor = _make_executor(args.executor)
     measurer = Measurer(target, executor=executor, num_threads=args.threads, workers=args.workers)
@@ -287,7 +291,7 @@ def _summary(result: Any, work_dir: Path) -> None:
     from metasched.cli.live import model_estimate
 
     state = "stopped" if result.interrupted else "finished"
-    say(f"tuning {state}: {result.trials} trials in {format_seconds(result.wall_seconds)}")
+    say(f"tuning {state}: {plural(result.trials, 'trial')} in {format_seconds(result.wall_seconds)}")
     tuned, default = model_estimate(result.tasks)
     if tuned is not None and default is not None:
         say(f"estimated model time (sum of kernels): default {default * 1e3:.3f} ms -> tuned {tuned * 1e3:.3f} ms")

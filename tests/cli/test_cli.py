@@ -145,6 +145,22 @@ def test_a_second_run_skips_tuned_tasks_and_another_target_does_not_reuse_them(t
     assert len(database.records(target="llvm")) == before
 
 
+def test_a_budget_too_small_for_coverage_is_reported_and_the_next_run_covers_the_rest(tmp_path: Path) -> None:
+    model = write_two_task_model(tmp_path / "two.onnx")
+    first = cli("tune", "two.onnx", "--trials", "1", "--work-dir", "w", "--no-compare", cwd=tmp_path)
+    assert first.returncode == 0, first.stderr
+    assert "the budget was too small to measure 1 of 2 tasks" in first.stdout
+    assert "keep their default schedule" in first.stdout
+    database = Database(tmp_path / "w")
+    assert sum(bool(database.get_top_k(key, "llvm", 1)) for key in task_hashes(model)) == 1
+
+    second = cli("tune", "two.onnx", "--trials", "1", "--work-dir", "w", "--no-compare", cwd=tmp_path)
+    assert second.returncode == 0, second.stderr
+    assert "1 of 2 tasks already tuned" in second.stdout and "too small" not in second.stdout
+    database = Database(tmp_path / "w")
+    assert all(database.get_top_k(key, "llvm", 1) for key in task_hashes(model))
+
+
 def test_compile_then_run_in_fresh_processes_matches_onnxruntime(tuned) -> None:  # noqa: ANN001
     home, model, _ = tuned
     done = cli("compile", "two.onnx", "--work-dir", "w", "-o", "out", cwd=home)
@@ -269,6 +285,7 @@ ERRORS = [
     (["tune", "unsupported.onnx"], "unsupported operator 'Einsum'"),
     (["tune", "two.onnx", "--input", "x=16,64"], "--input 'x=16,64' is not NAME:DIMS"),
     (["tune", "two.onnx", "--input", "x:16,sixty"], "are not comma-separated integers"),
+    (["tune", "symbolic.onnx"], "is symbolic: give the input's shape with --input x:D1,D2,..."),
     (["tune", "two.onnx", "--target", "vulkan"], "unknown target kind 'vulkan'"),
     (["tune", "two.onnx", "--work-dir", "afile/w"], "is not writable"),
     (["tune", "two.onnx", "--time-budget", "soon"], "is not a duration"),
@@ -292,6 +309,9 @@ def test_user_errors_print_one_line_and_exit_2(tmp_path: Path) -> None:
     onnx.save(
         helper.make_model(einsum, opset_imports=[helper.make_opsetid("", 17)]), str(tmp_path / "unsupported.onnx")
     )
+    symbolic = onnx.load(str(tmp_path / "two.onnx"))
+    symbolic.graph.input[0].type.tensor_type.shape.dim[0].dim_param = "N"  # a batch size left open
+    onnx.save(symbolic, str(tmp_path / "symbolic.onnx"))
     # All at once: each is a fresh interpreter, mostly import time.
     running = [(args, expected, start(*args, cwd=tmp_path)) for args, expected in ERRORS]
     for args, expected, process in running:
