@@ -239,7 +239,7 @@ def tune(
         known = [
             (Trace.from_json(r.trace_json), r.seconds) for r in database.records(task.func, target_text) if r.trace_json
         ]
-        progress.append(TaskProgress(task.weight))
+        progress.append(TaskProgress(task.weight, flops=task.flops, group=_group(task.name)))
         result.known_trials = len(known)
         if known:
             remade = search.warm_start(known)
@@ -387,6 +387,13 @@ def tune(
     phase = "done"
     report()
     return TuneResult(database, results, total, time.perf_counter() - start, build_seconds, interrupted)
+
+
+def _group(task_name: str) -> str:
+    """What makes tasks similar for the task scheduler: the operator pattern of a model's task
+    name (``g12_conv_relu`` -> ``conv_relu``); a name without a group prefix is its own."""
+    prefix, _, rest = task_name.partition("_")
+    return rest if rest and prefix[:1] in "gt" and prefix[1:].isdigit() else task_name
 
 
 def _default_candidates(
