@@ -50,7 +50,9 @@ def add_parser(subparsers: Any, common: argparse.ArgumentParser) -> None:
     listing = action("list", "every task (workload): its name, records, failures and best latency per target")
     listing.set_defaults(handler=db_list)
     show = action("show", "one task's records: the best programs, failures by kind, the best schedule")
-    show.add_argument("task", metavar="TASK", help="a task name or a (prefix of a) workload hash, as db list shows")
+    show.add_argument(
+        "task", metavar="TASK", help="a task name or workload hash (or a unique prefix), as db list shows"
+    )
     show.add_argument("--target", help="only this target")
     show.add_argument("--top", type=int, default=5, help="best programs shown (default 5)")
     show.set_defaults(handler=db_show)
@@ -137,7 +139,7 @@ def db_list(args: argparse.Namespace) -> int:
 def _find(database: Any, names: dict[str, str], wanted: str) -> str:
     keys = database.workloads()
     exact = [k for k in keys if names.get(k) == wanted or k == wanted]
-    found = exact or [k for k in keys if k.startswith(wanted)]
+    found = exact or [k for k in keys if k.startswith(wanted) or names.get(k, "").startswith(wanted)]
     if not found:
         raise CliError(f"no task {wanted!r} in the database; metasched db list shows the names and hashes")
     if len(found) > 1:

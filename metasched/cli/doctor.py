@@ -7,8 +7,10 @@ from __future__ import annotations
 import argparse
 import importlib.metadata
 import os
+import platform
 import shutil
 import subprocess
+import sys
 from collections import Counter
 from typing import Any
 
@@ -60,6 +62,7 @@ def _machine() -> None:
     import llvmlite.binding as llvm
 
     say("machine")
+    say(f"  Python {platform.python_version()} ({sys.executable})")
     say(f"  llvmlite {llvmlite.__version__}, LLVM {'.'.join(map(str, llvm.llvm_version_info))}")
     say(f"  CPU {llvm.get_host_cpu_name()}, triple {llvm.get_process_triple()}")
     features = llvm.get_host_cpu_features()

@@ -185,6 +185,7 @@ def run(args: argparse.Namespace) -> int:
 
     # Continue a stopped run of this model: its budget counts from that run's start.
     stopped = runlog.stopped_run(model.digest, target)
+    budget_given = (trials, time_budget)  # the run's whole budget, as noted in the run log
     began = None
     if stopped is not None and todo:
         began = float(stopped["began"])
@@ -207,7 +208,7 @@ def run(args: argparse.Namespace) -> int:
         )
 
     notes = [TaskNote(t.key, t.name, t.weight, t.flops) for t in tasks]
-    run_id = runlog.start(str(model.path), model.digest, target, args.trials, time_budget, notes, began=began)
+    run_id = runlog.start(str(model.path), model.digest, target, *budget_given, notes, began=began)
     result = None
     if todo and ((trials is not None and trials > 0) or (time_budget is not None and time_budget > 0)):
         result = _tune(args, model, todo, target, trials, time_budget, work_dir, skipped)
