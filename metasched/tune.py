@@ -120,7 +120,7 @@ class TuneStatus:
     do not keep), the trials measured in this run and the seconds since it began.
 
     ``phase``: "coverage" (measuring default schedules), "search", "settle" (re-timing the best
-    programs at the end) or "done"."""
+    programs at the end), "done" or "stopped" (interrupted)."""
 
     phase: str
     tasks: list[TaskResult]
@@ -384,7 +384,7 @@ def tune(
             result.rejects = search.rejects
         if owns_measurer:
             measurer.close()
-    phase = "done"
+    phase = "stopped" if interrupted else "done"
     report()
     return TuneResult(database, results, total, time.perf_counter() - start, build_seconds, interrupted)
 

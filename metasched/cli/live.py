@@ -25,6 +25,7 @@ _PHASES = {
     "search": "searching",
     "settle": "re-timing the best programs",
     "done": "done",
+    "stopped": "stopped (Ctrl-C)",
 }
 
 
@@ -76,7 +77,7 @@ def _task_rows(tasks: list[Any]) -> list[dict[str, str]]:
 def _now(status: Any, since: float) -> Any:
     """``status`` with its clock moved on by the seconds since it was reported (the tuner
     reports after each batch; a batch of a large model can take a minute)."""
-    if status.phase == "done":
+    if status.phase in ("done", "stopped"):
         return status
     return dataclasses.replace(status, elapsed=status.elapsed + time.monotonic() - since)
 
