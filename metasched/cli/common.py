@@ -27,6 +27,7 @@ __all__ = [
     "parse_threads",
     "plural",
     "say",
+    "warn_if_busy",
 ]
 
 #: The model ``metasched tune`` uses when none is given: it ships inside the onnx wheel.
@@ -51,6 +52,21 @@ class HelpFormatter(argparse.HelpFormatter):
                     textwrap.fill(" ".join(paragraph.split()), width, initial_indent=indent, subsequent_indent=indent)
                 )
         return "\n\n".join(paragraphs)
+
+
+def warn_if_busy() -> None:
+    """Say so when other programs keep the cores busy: timings (the tuner's and the final
+    comparison's) are then noisy, and multi-threaded kernels suffer most."""
+    try:
+        load = os.getloadavg()[0]
+        cores = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return
+    if load >= 0.75 * cores:
+        say(
+            f"note: this machine is busy (load {load:.1f} on {cores} cores): timings will be noisy, "
+            "multi-threaded ones most; tune and benchmark on an otherwise idle machine"
+        )
 
 
 def plural(count: int, word: str) -> str:

@@ -7,7 +7,6 @@ import argparse
 import json
 import os
 import shutil
-import statistics
 import tempfile
 from collections import Counter
 from pathlib import Path
@@ -295,7 +294,3 @@ def db_plot(args: argparse.Namespace) -> int:
     output = Path(args.output) if args.output else Path(args.work_dir) / "tuning.png"
     say(f"plot: {plot_tuning(Path(args.work_dir), target, output)}")
     return 0
-
-
-def _median(values: list[float]) -> float:
-    return statistics.median(values)

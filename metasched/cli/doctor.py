@@ -74,6 +74,10 @@ def _machine() -> None:
     except AttributeError:
         cores = os.cpu_count() or 1
     say(f"  cores available: {cores} (OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS', 'unset')})")
+    if hasattr(os, "getloadavg"):
+        load = os.getloadavg()[0]
+        busy = " (busy: timings will be noisy)" if load >= 0.75 * cores else ""
+        say(f"  load average (1 min): {load:.2f}{busy}")
     say("packages")
     for package in ["numpy", "xgboost-cpu", "xgboost", "onnx", "onnxruntime", "rich", "matplotlib"]:
         version = _version(package)

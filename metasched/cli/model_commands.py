@@ -19,6 +19,7 @@ from metasched.cli.common import (
     parse_threads,
     random_inputs,
     say,
+    warn_if_busy,
 )
 
 __all__ = ["add_parsers"]
@@ -186,6 +187,7 @@ def run_bench(args: argparse.Namespace) -> int:
     from metasched.cli.report import ort_session, print_table, time_contenders
 
     threads_list = parse_threads(args.threads)
+    warn_if_busy()
     path = Path(args.model)
     if path.is_dir():
         compiled = _load_compiled(args.model)

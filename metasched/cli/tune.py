@@ -30,6 +30,7 @@ from metasched.cli.common import (
     plural,
     random_inputs,
     say,
+    warn_if_busy,
 )
 from metasched.cli.runlog import RunLog, TaskNote
 
@@ -167,6 +168,7 @@ def run(args: argparse.Namespace) -> int:
         )
     model = load_model(args.model, shapes, work_dir)
     trials, time_budget = _budget(args, model.is_demo)
+    warn_if_busy()
     tasks = extract_tasks(model.graph, target)
     calls = sum(t.weight for t in tasks)
     flops = sum(t.weight * t.flops for t in tasks)
@@ -199,9 +201,9 @@ def run(args: argparse.Namespace) -> int:
             time_budget -= spent_seconds
         say(
             f"continuing the run stopped at {time.strftime('%H:%M:%S', time.localtime(float(stopped['time'])))}: "
-            f"{spent_trials} trials ({format_seconds(spent_seconds)}) were measured; "
+            f"{plural(spent_trials, 'trial')} ({format_seconds(spent_seconds)}) were measured; "
             + (
-                f"{max(trials, 0)} trials to go"
+                f"{plural(max(trials, 0), 'trial')} to go"
                 if trials is not None
                 else f"{format_seconds(max(time_budget or 0, 0))} to go"
             )
