@@ -505,13 +505,21 @@ def _replay(func: PrimFunc, trace: Trace) -> PrimFunc | None:
 
 def apply_database(func: PrimFunc, database: Any, target: str | Target = "llvm") -> PrimFunc | None:
     """The fastest recorded schedule of ``func`` for ``target`` applied to it; None when the
-    database has no valid record for this program and target (or none replays)."""
+    database has no valid record for this program and target (or none replays).
+
+    Fastest by the median of each program's measurements, programs measured more than once
+    first: those are the ones a tune re-timed at its end and chose from, and a program measured
+    once may rank above them on one lucky measurement (a busy machine makes many)."""
     from metasched.database import Database
 
     if not isinstance(database, Database):
         database = Database(database)
     target_text = Target.parse(target).text
-    for record in database.get_top_k(func, target_text, 5):
+    records = database.records(func, target_text)
+    measured = Counter(r.trace_json for r in records if r.is_valid)
+    ranked = database.get_top_k(func, target_text, len(records))
+    ranked.sort(key=lambda record: measured[record.trace_json] < 2)  # stable: by median within each
+    for record in ranked[:5]:
         tuned = _replay(func, Trace.from_json(record.trace_json))
         if tuned is not None:
             return tuned
