@@ -75,7 +75,7 @@ def add_parsers(subparsers: Any, common: argparse.ArgumentParser) -> None:
         help="time a model (ONNX file or compiled directory) against onnxruntime",
         description=(
             "Time our model against onnxruntime at each thread count: median and interquartile range of "
-            "--repeat runs, interleaved. MODEL.onnx is built first (with --work-dir's tuned schedules, or "
+            "--repeat runs, taking turns in rounds. MODEL.onnx is built first (with --work-dir's tuned schedules, or "
             "the default ones); a compiled OUT/ directory is loaded as it is."
         ),
         epilog="examples:\n  metasched bench model.out --threads 1,2\n  metasched bench model.onnx --work-dir tune/",
