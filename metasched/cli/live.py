@@ -211,6 +211,9 @@ def make_display(title: str, skipped: int = 0, plain: bool | None = None, interv
     """The live table on a terminal, plain lines elsewhere (or when ``plain``)."""
     if plain is None:
         plain = not sys.stdout.isatty()
-    if plain:
-        return PlainLines(interval=interval)
-    return LiveTable(title, skipped=skipped)
+    if not plain:
+        try:
+            return LiveTable(title, skipped=skipped)
+        except ImportError:  # rich missing (an install without dependencies): lines still work
+            pass
+    return PlainLines(interval=interval)

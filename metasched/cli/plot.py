@@ -18,12 +18,15 @@ __all__ = ["plot_tuning"]
 def plot_tuning(work_dir: Path, target: str, output: Path, notes: list[Any] | None = None) -> Path:
     """Write the PNG; ``notes`` (``TaskNote``: hash, name, weight) pick and weigh the tasks
     (default: the run log's, else every workload of the database with weight 1)."""
-    import matplotlib
+    from metasched.cli.common import CliError
 
-    matplotlib.use("Agg")
+    try:
+        import matplotlib
+    except ImportError:
+        raise CliError("plots need matplotlib: pip install matplotlib (bash scripts/install.sh installs it)") from None
+    matplotlib.use("Agg")  # a file, never a window
     import matplotlib.pyplot as plt
 
-    from metasched.cli.common import CliError
     from metasched.cli.runlog import RunLog, TaskNote
     from metasched.database import Database
 

@@ -9,6 +9,7 @@ kernel timed right after them by up to 2x, see benchmarks/tune_cpu.py).
 
 from __future__ import annotations
 
+import importlib.util
 import statistics
 import time
 from collections.abc import Callable, Mapping
@@ -92,7 +93,7 @@ def print_table(title: str, columns: list[str], rows: list[list[str]]) -> None:
     """A table on stdout: rich's on a terminal, aligned plain text elsewhere (logs, pipes)."""
     import sys
 
-    if sys.stdout.isatty():
+    if sys.stdout.isatty() and importlib.util.find_spec("rich") is not None:
         from rich.console import Console
         from rich.table import Table
 
