@@ -5,6 +5,7 @@ onnxruntime, the database commands, doctor, and every user error with its one-li
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import pty
@@ -12,6 +13,7 @@ import select
 import signal
 import subprocess
 import sys
+import termios
 import time
 from pathlib import Path
 
@@ -247,6 +249,12 @@ def _read_pty(fd: int, until: float, stop: str | None = None) -> str:
     return "".join(chunks)
 
 
+def _take_terminal() -> None:
+    """In the child: make the pty (its stdin) its controlling terminal, so that ^C written to
+    the terminal reaches it as SIGINT, as from a keyboard."""
+    fcntl.ioctl(0, termios.TIOCSCTTY, 0)
+
+
 def test_live_table_in_a_terminal_and_ctrl_c_stops_cleanly(tmp_path: Path) -> None:
     write_two_task_model(tmp_path / "two.onnx")
     main_fd, child_fd = pty.openpty()
@@ -259,8 +267,8 @@ def test_live_table_in_a_terminal_and_ctrl_c_stops_cleanly(tmp_path: Path) -> No
         stdin=child_fd,
         stdout=child_fd,
         stderr=child_fd,
-        start_new_session=True,  # its own terminal, so ^C reaches it as from a keyboard
-        preexec_fn=lambda: __import__("fcntl").ioctl(0, __import__("termios").TIOCSCTTY, 0),
+        start_new_session=True,
+        preexec_fn=_take_terminal,
     )
     os.close(child_fd)
     screen = _read_pty(main_fd, time.monotonic() + 90, stop="searching")
