@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["LIGHT_MODELS", "light_model_path", "ort_run", "randomize_weights"]
+__all__ = ["LIGHT_MODELS", "light_model_path", "make_model", "ort_run", "randomize_weights"]
 
 LIGHT_MODELS = (
     "bvlc_alexnet",
@@ -111,3 +111,29 @@ def assert_close(got: np.ndarray, want: np.ndarray, rtol: float = 1e-4, atol: fl
     """float32 comparison with ``atol`` relative to the output's scale (max |want|)."""
     scale = float(np.max(np.abs(want))) if want.size else 1.0
     np.testing.assert_allclose(got, want, rtol=rtol, atol=atol * max(scale, 1.0), err_msg=name)
+
+
+def make_model(nodes: Any, inputs: Mapping[str, np.ndarray], outputs: Any, inits: Any = (), opset: int = 17) -> Any:
+    """An ONNX model of ``nodes`` (opset ``opset``, ``ir_version=10``) reading the named
+    ``inputs`` (their arrays give shapes and dtypes), with constant ``inits`` and its outputs
+    typed by onnx's shape inference (onnxruntime refuses untyped outputs)."""
+    import onnx
+    from onnx import helper, numpy_helper
+
+    graph = helper.make_graph(
+        nodes,
+        "t",
+        [
+            helper.make_tensor_value_info(n, helper.np_dtype_to_tensor_dtype(a.dtype), a.shape)
+            for n, a in inputs.items()
+        ],
+        [helper.make_empty_tensor_value_info(o) for o in outputs],
+        [numpy_helper.from_array(np.asarray(v), k) for k, v in dict(inits).items()],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)], ir_version=10)
+    inferred = onnx.shape_inference.infer_shapes(model)
+    types = {v.name: v.type for v in inferred.graph.value_info}
+    for out in model.graph.output:
+        if out.name in types:
+            out.type.CopyFrom(types[out.name])
+    return model

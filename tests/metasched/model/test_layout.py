@@ -14,9 +14,13 @@ from onnx import helper  # noqa: E402
 from metasched import model as msm  # noqa: E402
 from metasched.model.layout import TO_FIRST, TO_LAST, channels_last, for_target  # noqa: E402
 from metasched.model.ops.conv import LAYOUT_ATTR  # noqa: E402
-from metasched.model.testing import assert_close, ort_run  # noqa: E402
+from metasched.model.testing import assert_close, make_model, ort_run  # noqa: E402
 
-from .test_ops import make_model, r  # noqa: E402
+RNG = np.random.default_rng(0)
+
+
+def r(*shape):  # type: ignore[no-untyped-def]
+    return RNG.standard_normal(shape).astype("float32")
 
 
 def _run_both(model, inputs, outputs=("y",), schedule="none"):  # type: ignore[no-untyped-def]

@@ -13,27 +13,10 @@ pytest.importorskip("onnxruntime")
 from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 
 from metasched import model as msm  # noqa: E402
-from metasched.model.testing import assert_close, ort_run  # noqa: E402
+from metasched.model.testing import assert_close, make_model, ort_run  # noqa: E402
 
 RNG = np.random.default_rng(0)
 F = TensorProto.FLOAT
-
-
-def make_model(nodes, inputs, outputs, inits=(), opset=17):  # type: ignore[no-untyped-def]
-    graph = helper.make_graph(
-        nodes, "t",
-        [helper.make_tensor_value_info(n, helper.np_dtype_to_tensor_dtype(a.dtype), a.shape) for n, a in inputs.items()],
-        [helper.make_empty_tensor_value_info(o) for o in outputs],
-        [numpy_helper.from_array(np.asarray(v), k) for k, v in dict(inits).items()],
-    )
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)], ir_version=10)
-    # outputs typed by onnx's shape inference (onnxruntime refuses untyped outputs)
-    inferred = onnx.shape_inference.infer_shapes(model)
-    types = {v.name: v.type for v in inferred.graph.value_info}
-    for out in model.graph.output:
-        if out.name in types:
-            out.type.CopyFrom(types[out.name])
-    return model
 
 
 def check(nodes, inputs, outputs=("y",), inits=(), opset=17, schedule="none", rtol=1e-4):  # type: ignore[no-untyped-def]
