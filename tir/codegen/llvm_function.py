@@ -789,7 +789,9 @@ class FunctionCodegen:
         if op == "abs" and not call.dtype.is_float:
             return emit_int_abs(self.builder, args[0], signed=call.dtype.is_int)
         if op in FLOAT_MATH_OPS:
-            return emit_float_math(self.builder, op, args, call.dtype)
+            target = self.mcg.target
+            fused = target.isa == "aarch64" or target.has("fma")
+            return emit_float_math(self.builder, op, args, call.dtype, fused)
         raise self.error(f"no code generation for the call T.{op}")
 
     def if_then_else(self, call: Call) -> ir.Value:
