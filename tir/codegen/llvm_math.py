@@ -125,9 +125,7 @@ def _vector_exp(b: ir.IRBuilder, x: ir.Value) -> ir.Value:
     # 2^n as two powers of two, each a normal float (n is in [-150, 128])
     whole = b.fptosi(n, ity)
     half = b.ashr(whole, const(ity, 1))
-    scales = [
-        b.bitcast(b.shl(b.add(part, const(ity, 127)), const(ity, 23)), ty) for part in (half, b.sub(whole, half))
-    ]
+    scales = [b.bitcast(b.shl(b.add(part, const(ity, 127)), const(ity, 23)), ty) for part in (half, b.sub(whole, half))]
     result = b.fmul(b.fmul(y, scales[0]), scales[1])
     result = b.select(b.fcmp_ordered(">", x, const(ty, _EXP_MAX)), const(ty, float("inf")), result)
     result = b.select(b.fcmp_ordered("<", x, const(ty, _EXP_MIN)), const(ty, 0.0), result)
