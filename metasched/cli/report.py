@@ -3,8 +3,10 @@ random inputs, and latency (median and spread) of our model and onnxruntime's, e
 the same thread count.
 
 Timings take turns in rounds of back-to-back runs (so a machine that slows down slows all
-alike), and onnxruntime runs with its threads' spinning off (its spinning threads slowed a
-kernel timed right after them by up to 2x, see benchmarks/tune_cpu.py).
+alike). onnxruntime runs as configured out of the box (its threads spin while they wait for
+work); each block of runs starts after a 0.3 s pause, so that no contender's spinning threads
+are still running (they slowed a kernel timed right after them by up to 2x, see
+benchmarks/tune_cpu.py).
 """
 
 from __future__ import annotations
@@ -50,7 +52,6 @@ def ort_session(proto: Any, threads: int) -> Any:
     options = ort.SessionOptions()
     options.intra_op_num_threads = threads
     options.inter_op_num_threads = 1
-    options.add_session_config_entry("session.intra_op.allow_spinning", "0")
     return ort.InferenceSession(proto.SerializeToString(), options, providers=["CPUExecutionProvider"])
 
 
@@ -72,7 +73,7 @@ def compare_outputs(ours: Mapping[str, np.ndarray], theirs: Mapping[str, np.ndar
 
 def time_contenders(contenders: Mapping[str, Callable[[], Any]], repeat: int, rounds: int = 3) -> dict[str, Timing]:
     """Median and spread of each callable over ``repeat`` runs: ``rounds`` rounds, each giving
-    every contender a block of back-to-back runs after two warm-up runs. Blocks rather than
+    every contender a block of back-to-back runs after a pause and two warm-up runs. Blocks rather than
     alternating single runs: a thread pool left idle while another contender runs goes to sleep,
     and waking it (several milliseconds on some machines) would be charged to a sub-millisecond
     run."""
@@ -80,6 +81,7 @@ def time_contenders(contenders: Mapping[str, Callable[[], Any]], repeat: int, ro
     per_round = [repeat // rounds + (1 if index < repeat % rounds else 0) for index in range(rounds)]
     for count in per_round:
         for name, run in contenders.items():
+            time.sleep(0.3)
             for _ in range(2):
                 run()
             for _ in range(max(count, 1)):
