@@ -71,11 +71,17 @@ def main() -> None:
         database, tuning_s, default = args.database, 0.0, None
         if args.tune_minutes > 0:
             import metasched
+            from metasched.measure import Measurer
 
             database = args.work_dir or f"tune-e2e-{name}"
             tasks = msm.extract_tasks(graph, "llvm")
             start = time.perf_counter()
-            metasched.tune(tasks, "llvm", time_budget=args.tune_minutes * 60, work_dir=database, num_threads=2)
+            # cold caches, as in the model, where every layer's weights come from memory
+            measurer = Measurer("llvm", num_threads=2, flush_cache=True)
+            metasched.tune(
+                tasks, "llvm", time_budget=args.tune_minutes * 60, work_dir=database, num_threads=2, measurer=measurer
+            )
+            measurer.close()
             tuning_s = time.perf_counter() - start
             default = msm.compile(graph, threads=2)
         start = time.perf_counter()

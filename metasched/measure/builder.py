@@ -32,6 +32,7 @@ class Job:
     repeat: int
     best: float | None = None  # the best seconds so far: a candidate far slower is timed once
     budget: float = 1.0  # seconds of timed runs at most (fewer repeats for slow candidates)
+    flush_cache: bool = False  # evict the caches before every timed run (cold operands)
 
 
 #: Modules built in this worker, waiting for their run: key -> (PrimFunc, Module).

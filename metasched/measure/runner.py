@@ -142,9 +142,38 @@ def compare_outputs(got: np.ndarray, want: np.ndarray, dtype_text: str) -> str |
     )
 
 
+_EVICTION: np.ndarray | None = None
+
+
+def _last_level_cache_bytes() -> int:
+    """The largest CPU cache of this machine (sysfs; 32 MiB when it cannot be read)."""
+    import glob
+
+    sizes = []
+    for path in glob.glob("/sys/devices/system/cpu/cpu0/cache/index*/size"):
+        try:
+            text = open(path).read().strip()
+        except OSError:
+            continue
+        units = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
+        sizes.append(int(text[:-1]) * units[text[-1]] if text[-1] in units else int(text))
+    return max(sizes, default=32 << 20)
+
+
+def evict_caches() -> None:
+    """Read a buffer twice the size of the last-level cache (at most 512 MiB), so that the next
+    run finds its operands in memory, as a model's layer finds its weights."""
+    global _EVICTION
+    if _EVICTION is None:
+        size = min(max(2 * _last_level_cache_bytes(), 16 << 20), 512 << 20)
+        _EVICTION = np.ones(size // 8, dtype=np.uint64)
+    _EVICTION.sum()
+
+
 def run_job(key: int, job: Job, reference: Reference | None) -> dict[str, Any]:
     """Run the module built under ``key``: the first run is checked against ``reference`` (when
-    given), then timed: median of up to ``job.repeat`` runs after a warm-up, within ``job.budget``."""
+    given), then timed: median of up to ``job.repeat`` runs after a warm-up, within ``job.budget``
+    (with ``job.flush_cache``: each run after ``evict_caches``, no warm-up)."""
     func, module = built_modules.pop(key)
     try:
         if job.num_threads is not None:
@@ -174,7 +203,14 @@ def run_job(key: int, job: Job, reference: Reference | None) -> dict[str, Any]:
                 return {"seconds": min(first, second)}
             first = second
         repeat = max(1, min(job.repeat, int(job.budget / max(first, 1e-9))))
-        seconds = module.time(*arrays, repeat=repeat, warmup=1 if first < job.budget / 4 else 0)
+        if job.flush_cache:
+            samples = []
+            for _ in range(repeat):
+                evict_caches()
+                samples.append(module.time(*arrays, repeat=1, warmup=0))
+            seconds = float(np.median(samples))
+        else:
+            seconds = module.time(*arrays, repeat=repeat, warmup=1 if first < job.budget / 4 else 0)
     except Exception as error:  # noqa: BLE001 - every failure is a result, never fatal
         return {"error_kind": "run", "error_msg": first_line(error)}
     return {"seconds": seconds}

@@ -195,3 +195,21 @@ def test_a_script_without_a_main_guard_measures(tmp_path) -> None:  # noqa: ANN0
     )
     done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120)
     assert done.stdout.split() == ["script", "ran", "None"], done.stderr[-2000:]
+
+
+def test_flush_cache_times_every_run_after_an_eviction(monkeypatch) -> None:  # noqa: ANN001
+    """``flush_cache``: each timed run follows an eviction of the caches (run here in-process;
+    the Measurer passes the flag to its workers in the Job)."""
+    from metasched.measure import builder, runner
+
+    evictions = []
+    monkeypatch.setattr(runner, "evict_caches", lambda: evictions.append(1))
+    job = builder.Job(encode_program(REFERENCE), "llvm", None, None, num_threads=1, repeat=4, flush_cache=True)
+    assert "error_kind" not in builder.build_job(11, job)
+    reply = runner.run_job(11, job, None)
+    assert reply["seconds"] > 0 and len(evictions) == 4
+    assert Measurer("llvm", flush_cache=True).flush_cache
+    assert runner._last_level_cache_bytes() >= 1 << 20
+    monkeypatch.undo()
+    runner.evict_caches()  # the real one: reads a buffer twice the last-level cache
+    assert runner._EVICTION is not None and runner._EVICTION.nbytes >= 16 << 20
