@@ -23,6 +23,18 @@ def channels_last(ctx: OpContext) -> bool:
     return ctx.attr(LAYOUT_ATTR) == "NHWC"
 
 
+def split_channels(shape: Sequence[Any], last: bool) -> tuple[tuple[Any, Any], tuple[Any, ...]]:
+    """((N, C), spatial axes) of a shape -- or of an index tuple -- in either layout."""
+    if last:
+        return (shape[0], shape[-1]), tuple(shape[1:-1])
+    return (shape[0], shape[1]), tuple(shape[2:])
+
+
+def join_channels(outer: Sequence[Any], spatial: Sequence[Any], last: bool) -> tuple[Any, ...]:
+    """The inverse of ``split_channels``."""
+    return (outer[0], *spatial, outer[1]) if last else (outer[0], outer[1], *spatial)
+
+
 def resolve_pads(
     ctx: OpContext, spatial: Sequence[int], kernel: Sequence[int], strides: Sequence[int], dilations: Sequence[int]
 ) -> tuple[list[int], list[int]]:
@@ -108,9 +120,7 @@ def lower_conv(
     """The convolution of ``x`` by ``w`` (channels-last operands when ``last``), summed in
     ``acc_dtype``; ``x_zero`` / ``w_zero`` are ConvInteger's zero points."""
     n_sp = x.ndim - 2
-    # Positions of the channel axis and the spatial axes in the data and in the weights.
-    x_sp = x.shape[1:-1] if last else x.shape[2:]
-    channels = x.shape[-1] if last else x.shape[1]
+    (_, channels), x_sp = split_channels(x.shape, last)
     m, cpg = (w.shape[-1], w.shape[-2]) if last else (w.shape[0], w.shape[1])
     kernel = list(ctx.attr("kernel_shape", w.shape[:-2] if last else w.shape[2:]))
     strides = list(ctx.attr("strides", [1] * n_sp))
@@ -125,17 +135,16 @@ def lower_conv(
     padded = pad_tensor(ctx, x, begin, end, pad_value, lead=1 if last else 2, trail=1 if last else 0)  # type: ignore[arg-type]
     out_sp = [conv_output_size(x_sp[d], kernel[d], strides[d], dilations[d], begin[d], end[d]) for d in range(n_sp)]
     mpg = m // group
-    shape = (x.shape[0], *out_sp, m) if last else (x.shape[0], m, *out_sp)
+    shape = join_channels((x.shape[0], m), out_sp, last)
 
     def element(s: tuple[PrimExpr, ...], r: tuple[PrimExpr, ...]) -> PrimExpr:
         # channels-last reduces (kernel..., ic): the input channel innermost, contiguous in
         # the data and the weights; NCHW reduces (ic, kernel...)
-        nn, oc = s[0], (s[-1] if last else s[1])
-        out_pos = s[1:-1] if last else s[2:]
+        (nn, oc), out_pos = split_channels(s, last)
         ic, window = (r[-1], r[:-1]) if last else (r[0], r[1:])
         in_c = ic if group == 1 else (oc // mpg) * cpg + ic
         pos = [mul(out_pos[d], strides[d]) + mul(window[d], dilations[d]) for d in range(n_sp)]
-        a = padded[(nn, *pos, in_c) if last else (nn, in_c, *pos)]
+        a = padded[join_channels((nn, in_c), pos, last)]
         b = w[(*window, ic, oc) if last else (oc, ic, *window)]
         if acc_dtype != x.dtype:
             a = cast(a, acc_dtype)

@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from metasched.model.ops import OpContext, mul, register
-from metasched.model.ops.conv import channels_last, pad_tensor, resolve_pads
+from metasched.model.ops.conv import channels_last, join_channels, pad_tensor, resolve_pads, split_channels
 from metasched.model.symbolic import dim_max, is_symbolic
 from metasched.model.te import Tensor, _lowest, lazy
 from tir.ir import Cast, PrimExpr, const
@@ -23,19 +23,9 @@ def _out_size(size: int, k: int, s: int, d: int, pb: int, pe: int, ceil_mode: bo
     return out
 
 
-def _split(shape: tuple, last: bool) -> tuple[tuple, tuple]:  # type: ignore[type-arg]
-    """(the non-spatial axes (N, C), the spatial ones) of a shape in either layout."""
-    return ((shape[0], shape[-1]), shape[1:-1]) if last else (shape[:2], shape[2:])
-
-
-def _join(outer: tuple, spatial: Any, last: bool) -> tuple:  # type: ignore[type-arg]
-    """The inverse of ``_split``."""
-    return (outer[0], *spatial, outer[1]) if last else (*outer, *spatial)
-
-
 def _pool(ctx: OpContext, x: Tensor, kind: str) -> Tensor:
     last = channels_last(ctx)
-    outer, x_sp = _split(x.shape, last)
+    outer, x_sp = split_channels(x.shape, last)
     n_sp = x.ndim - 2
     kernel = list(ctx.attr("kernel_shape"))
     strides = list(ctx.attr("strides", [1] * n_sp))
@@ -50,12 +40,12 @@ def _pool(ctx: OpContext, x: Tensor, kind: str) -> Tensor:
     ]
     fill = _lowest(x.dtype) if kind == "max" else 0.0
     padded = pad_tensor(ctx, x, begin, end_full, fill, lead=1 if last else 2, trail=1 if last else 0)
-    shape = _join(outer, out_sp, last)
+    shape = join_channels(outer, out_sp, last)
 
     def element(s: tuple[PrimExpr, ...], r: tuple[PrimExpr, ...]) -> PrimExpr:
-        s_outer, s_sp = _split(s, last)
+        s_outer, s_sp = split_channels(s, last)
         pos = [mul(s_sp[d], strides[d]) + mul(r[d], dilations[d]) for d in range(n_sp)]
-        return padded[_join(s_outer, pos, last)]
+        return padded[join_channels(s_outer, pos, last)]
 
     y = ctx.builder.reduce(ctx.stage, shape, kernel, element, "max" if kind == "max" else "sum", dtype=x.dtype)
     if kind == "max":
@@ -64,7 +54,7 @@ def _pool(ctx: OpContext, x: Tensor, kind: str) -> Tensor:
 
     def average(*i: PrimExpr) -> PrimExpr:
         count: PrimExpr | None = None
-        i_sp = _split(i, last)[1]
+        i_sp = split_channels(i, last)[1]
         for d in range(n_sp):
             start = i_sp[d] * strides[d] - begin[d]
             stop = start + (kernel[d] - 1) * dilations[d] + 1
@@ -97,11 +87,11 @@ def _avg_pool(ctx: OpContext, inputs: list[Any]) -> list[Tensor]:
 
 def _global(ctx: OpContext, x: Tensor, kind: str) -> Tensor:
     last = channels_last(ctx)
-    outer, sp = _split(x.shape, last)
-    shape = _join(outer, [1] * len(sp), last)
+    outer, sp = split_channels(x.shape, last)
+    shape = join_channels(outer, [1] * len(sp), last)
 
     def element(s: tuple[PrimExpr, ...], r: tuple[PrimExpr, ...]) -> PrimExpr:
-        return x[_join(_split(s, last)[0], r, last)]
+        return x[join_channels(split_channels(s, last)[0], r, last)]
 
     y = ctx.builder.reduce(ctx.stage, shape, sp, element, "max" if kind == "max" else "sum", dtype=x.dtype)
     if kind == "max":
