@@ -353,6 +353,13 @@ def _nbytes(tensor: dict[str, Any], sizes: Mapping[str, int] | None = None) -> i
     return int(np.prod(shape, dtype=np.int64)) * np.dtype(tensor["dtype"]).itemsize
 
 
+def _launch(function: Any, pointers: Any) -> None:
+    """Call one kernel of the library; a nonzero status is an error naming it."""
+    status = function(pointers)
+    if status != 0:
+        raise RuntimeError(f"kernel {function.__name__} failed with status {status}")
+
+
 class CompiledModel:
     """A compiled model: ``run({"x": array}) -> {output name: array}``."""
 
@@ -507,18 +514,23 @@ class CompiledModel:
             checked[name] = np.ascontiguousarray(array)
         return checked, sizes
 
-    def run(self, inputs: Mapping[str, Any]) -> dict[str, np.ndarray]:
-        """Run the model on numpy arrays; returns a dict of output name -> array (fresh copies)."""
+    def _start(self, inputs: Mapping[str, Any]) -> dict[str, np.ndarray]:
+        """Check ``inputs``, lay the arena out for their sizes, set the size cells and point the
+        kernels' input arguments at the checked arrays (returned by name)."""
         arrays, sizes = self._check_inputs(inputs)
         self._prepare(sizes)
         for name, value in sizes.items():
             self._size_cells[name][...] = value
-        for function, pointers, late in self._calls:
+        for _, pointers, late in self._calls:
             for slot, name in late:
                 pointers[slot] = arrays[self._root(name)].ctypes.data
-            status = function(pointers)
-            if status != 0:
-                raise RuntimeError(f"kernel {function.__name__} failed with status {status}")
+        return arrays
+
+    def run(self, inputs: Mapping[str, Any]) -> dict[str, np.ndarray]:
+        """Run the model on numpy arrays; returns a dict of output name -> array (fresh copies)."""
+        arrays = self._start(inputs)
+        for function, pointers, _ in self._calls:
+            _launch(function, pointers)
         outputs = {}
         for name in self.plan["outputs"]:
             root = self._root(name)
@@ -542,17 +554,17 @@ class CompiledModel:
     def profile(self, inputs: Mapping[str, Any], repeat: int = 5) -> list[dict[str, Any]]:
         """Median seconds of each kernel call over ``repeat`` runs, slowest first: a list of
         ``{"func", "group", "seconds", "share"}`` (share of the summed kernel time)."""
-        arrays, sizes = self._check_inputs(inputs)
-        self.run(inputs)
+        arrays = self._start(inputs)  # kept alive: the kernels' pointers lead into it
+        for function, pointers, _ in self._calls:  # a warm-up run
+            _launch(function, pointers)
         steps = [step for step in self.plan["steps"] if step["kind"] == "call"]
         samples: list[list[float]] = [[] for _ in steps]
         for _ in range(max(repeat, 1)):
-            for index, (function, pointers, late) in enumerate(self._calls):
-                for slot, name in late:
-                    pointers[slot] = arrays[self._root(name)].ctypes.data
+            for index, (function, pointers, _) in enumerate(self._calls):
                 start = time.perf_counter()
-                function(pointers)
+                _launch(function, pointers)
                 samples[index].append(time.perf_counter() - start)
+        del arrays
         medians = [float(np.median(s)) for s in samples]
         total = sum(medians) or 1.0
         rows = [
