@@ -147,15 +147,15 @@ _EVICTION: np.ndarray | None = None
 
 def _last_level_cache_bytes() -> int:
     """The largest CPU cache of this machine (sysfs; 32 MiB when it cannot be read)."""
-    import glob
+    from pathlib import Path
 
+    units = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
     sizes = []
-    for path in glob.glob("/sys/devices/system/cpu/cpu0/cache/index*/size"):
+    for path in Path("/sys/devices/system/cpu/cpu0/cache").glob("index*/size"):
         try:
-            text = open(path).read().strip()
+            text = path.read_text().strip()
         except OSError:
             continue
-        units = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
         sizes.append(int(text[:-1]) * units[text[-1]] if text[-1] in units else int(text))
     return max(sizes, default=32 << 20)
 
