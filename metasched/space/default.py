@@ -1,12 +1,13 @@
 """``default_schedule``: a schedule with zero trials -- the tuner's design space (sketch rules and
 postprocessors) replayed with fixed, sensible decisions instead of sampled ones.
 
-Decisions, per tiled block: the innermost spatial loop's register tile is the vector width
-(the largest divisor of its extent up to 2 vectors), the largest other spatial loop gets a
-register tile of up to 4 rows, the middle tiles are 1 and the outer tile takes the rest (the
-parallel postprocessor fuses outer tiles, so the parallel extent covers the cores); reductions
-run whole inside the tile. Unrolling: the second choice (16). Sampled compute locations: in place. Sketches are tried in order of
-preference (no inlined padding, then epilogue fused into the tile); the first that replays and verifies wins, and
+Decisions, per tiled block: the register tile is a vector tile on the innermost spatial loop
+(up to 2 vectors) and a row tile on one other spatial loop, the pair holding the most vector
+accumulators the register file allows (``_register_tile``); the middle tiles are 1 and the outer
+tile takes the rest (the parallel postprocessor fuses outer tiles, so the parallel extent covers
+the cores); reductions run whole inside the tile. Unrolling: the second choice (16). Sampled
+compute locations: in place. Sketches are tried in order of preference (no inlined padding,
+then epilogue fused into the tile); the first that replays and verifies wins, and
 the unscheduled program is returned when none does.
 
     fast = default_schedule(func, "llvm")
