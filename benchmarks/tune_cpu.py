@@ -4,8 +4,10 @@ Workloads (float32):
 - gemm:  1024 x 1024 x 1024 matmul, compared with numpy (OpenBLAS);
 - conv:  conv2d NHWC, N=1, 56x56, 64 -> 64, 3x3, stride 1, pad 1, compared with onnxruntime's Conv;
 - dense: 128 x 3072 x 768 matmul + bias + relu, compared with onnxruntime's MatMul + Add + Relu
-  (W a constant of the graph, which onnxruntime packs once at session creation; also, for
-  reference, with W a graph input like our kernel's argument, packed on every call).
+  with W a constant of the graph (a layer's weights), which onnxruntime packs once when the
+  session is made; our program declares W layout-free (``T.func_attr({"layout_free_buffers":
+  ["W"]})``), so a candidate that packs W packs it once, before the timing
+  (``tir.transform.split_prepack``), and is timed on the rest.
 
 Each is tuned with ``metasched.tune`` at each trial count (default 64 and 256) with the
 candidates run at 2 threads, then its best program is timed at 1 and 2 threads side by side with
@@ -34,6 +36,7 @@ from _harness import blas_threads, median_seconds, report
 import metasched
 import tir
 import tir.script as T
+from metasched.measure.builder import build_program
 
 ROUNDS, REPEAT = 5, 10
 PAUSE = 0.3  # seconds between the sides' timings (see compare)
@@ -83,6 +86,7 @@ def dense(
     bias: T.Buffer((3072,), "float32"),
     Y: T.Buffer((128, 3072), "float32"),
 ):
+    T.func_attr({"layout_free_buffers": ["W"]})
     acc = T.alloc_buffer((128, 3072), "float32")
     for i, j, k in T.grid(128, 3072, 768):
         with T.block("matmul"):
@@ -119,7 +123,6 @@ class Workload:
         shapes = [tuple(int(d.value) for d in b.shape) for b in func.buffer_params]
         self.arrays = [rng.standard_normal(shape, dtype=np.float32) for shape in shapes]
         self.arrays[-1][...] = 0.0
-        self.extra_peer: tuple[str, Callable[[int], Callable[[], Any]]] | None = None
         self.expected, self.peer_call = self._peer_setup()
 
     def _peer_setup(self) -> tuple[np.ndarray, Callable[[int], Callable[[], Any]]]:
@@ -160,13 +163,9 @@ class Workload:
         x, w, bias = a[0], a[1], a[2]
         expected = np.maximum(x.astype(np.float64) @ w.astype(np.float64) + bias, 0.0)
 
-        def dense_session(threads: int, weight_is_input: bool) -> Callable[[], Any]:
+        def dense_session(threads: int) -> Callable[[], Any]:
             inputs = [helper.make_tensor_value_info("x", TensorProto.FLOAT, [128, 768])]
-            inits = [numpy_helper.from_array(bias, "b")]
-            if weight_is_input:
-                inputs.append(helper.make_tensor_value_info("w", TensorProto.FLOAT, [768, 3072]))
-            else:
-                inits.append(numpy_helper.from_array(w, "w"))
+            inits = [numpy_helper.from_array(bias, "b"), numpy_helper.from_array(w, "w")]
             session = _onnx_session(
                 [
                     helper.make_node("MatMul", ["x", "w"], ["m"]),
@@ -178,44 +177,35 @@ class Workload:
                 inits,
                 threads,
             )
-            feed = {"x": x, "w": w} if weight_is_input else {"x": x}
-            return lambda: session.run(None, feed)
+            return lambda: session.run(None, {"x": x})
 
-        # The main peer holds W as a constant, which onnxruntime packs once when the session is
-        # made; our kernel takes W as an argument on every call. The second peer takes W as an
-        # input too (packed on every call, as ours), for reference.
-        self.extra_peer = ("onnxruntime, W an input", lambda threads: dense_session(threads, True))
-        return expected, lambda threads: dense_session(threads, False)
+        return expected, dense_session
 
 
 WORKLOADS = {"gemm": (gemm, "numpy"), "conv": (conv2d, "onnxruntime"), "dense": (dense, "onnxruntime")}
 
 
-def compare(workload: Workload, func: tir.PrimFunc) -> dict[int, tuple[float, float, float | None]]:
-    """Seconds of ours, the peer's and the extra peer's (None without one) at 1 and 2 threads,
-    measured alternately."""
-    module = tir.build(func, "llvm")
+def compare(workload: Workload, func: tir.PrimFunc) -> dict[int, tuple[float, float]]:
+    """Seconds of ours and the peer's at 1 and 2 threads, measured alternately."""
+    built = build_program(func, "llvm")  # layout-free parameters packed once, here
+    module, arguments = built.module, built.arguments(workload.arrays)
     out = workload.arrays[-1]
-    module(*workload.arrays)
+    module(*arguments)
     np.testing.assert_allclose(out, workload.expected, rtol=1e-3, atol=1e-3)
     figures = {}
     for threads in (1, 2):
         module.set_num_threads(threads)
         peer = workload.peer_call(threads)
-        extra = workload.extra_peer[1](threads) if workload.extra_peer else None
-        ours = theirs = other = float("inf")
+        ours = theirs = float("inf")
         for _ in range(ROUNDS):
             # A pause before each side: onnxruntime's and OpenBLAS's threads spin for a while
             # after a call (OpenBLAS about 0.1 s), and our threads timed right after them ran
             # up to 2x slower; each side is timed on a machine the other has left.
             time.sleep(PAUSE)
-            ours = min(ours, module.time(*workload.arrays, repeat=REPEAT, warmup=2))
+            ours = min(ours, module.time(*arguments, repeat=REPEAT, warmup=2))
             time.sleep(PAUSE)
             theirs = min(theirs, median_seconds(peer, repeat=REPEAT, warmup=2))
-            if extra is not None:
-                time.sleep(PAUSE)
-                other = min(other, median_seconds(extra, repeat=REPEAT, warmup=2))
-        figures[threads] = (ours, theirs, other if extra is not None else None)
+        figures[threads] = (ours, theirs)
     return figures
 
 
@@ -267,7 +257,7 @@ def main() -> None:
                 f"tuned in {stats['wall_s']:.0f} s, {stats['trials_per_min']:.0f} trials/min, "
                 f"median build {stats['median_build_s'] * 1e3:.0f} ms"
             )
-            for threads, (ours, theirs, other) in timing.items():
+            for threads, (ours, theirs) in timing.items():
                 ratio = theirs / ours
                 print(
                     f"  {threads} thread{'s' if threads > 1 else ' '}: ours {workload.flops / ours / 1e9:6.1f} GFLOP/s "
@@ -275,12 +265,6 @@ def main() -> None:
                     f"({theirs * 1e3:.3f} ms)  ratio {ratio:.3f}"
                 )
                 figures[f"{tag}_ratio_{threads}t"] = ratio
-                if other is not None and workload.extra_peer is not None:
-                    print(
-                        f"             {workload.extra_peer[0]}: {workload.flops / other / 1e9:6.1f} GFLOP/s "
-                        f"({other * 1e3:.3f} ms)  ratio {other / ours:.3f}"
-                    )
-                    figures[f"{tag}_ratio_{threads}t_weight_input"] = other / ours
             figures.update({f"{tag}_{k}": v for k, v in stats.items()})
         if args.compare_random:
             best = {}

@@ -957,9 +957,14 @@ def extract_features(func: PrimFunc, target: object = "llvm") -> np.ndarray:
     ``target`` (a string or ``tir.Target``) gives the vector width and the core count the
     vectorization and parallelism columns are measured against. The result is a float32 array
     of shape ``(number of stores, NUM_FEATURES)``; a program without stores gives one zero row
-    (so that every program has a prediction).
+    (so that every program has a prediction). The packing of layout-free parameters is left
+    out: it runs once, not on every call (``tir.transform.split_prepack``).
     """
     from tir.target import Target
+    from tir.transform.split_prepack import LAYOUT_FREE_ATTR, split_prepack
+
+    if func.attrs.get(LAYOUT_FREE_ATTR):
+        func = split_prepack(func).main
 
     parsed = Target.parse(target) if isinstance(target, (str, Target)) or target is None else Target.parse(str(target))
     vector_bytes = parsed.vector_bytes if parsed.is_cpu else 16

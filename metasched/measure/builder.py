@@ -1,5 +1,10 @@
 """Building candidates inside a measuring worker, and the plain data a candidate travels as.
 
+A program whose attribute ``"layout_free_buffers"`` names constant parameters (a model's
+weights) is built as two modules (``tir.transform.split_prepack``): the packing of those
+parameters, run once before the timing, and the rest, which is timed -- as a compiled model
+packs its weights once when it is loaded.
+
 A candidate crosses the process boundary as a ``Job``: the program pickled (IR nodes are frozen
 dataclasses; one ``pickle.dumps`` keeps every shared ``Var`` and ``Buffer`` shared), or, when it
 does not pickle, printed (printing round-trips). Pickling was measured the cheaper of the two on
@@ -17,7 +22,16 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["Job", "build_job", "built_modules", "decode_program", "encode_program", "first_line"]
+__all__ = [
+    "Built",
+    "Job",
+    "build_job",
+    "build_program",
+    "built_modules",
+    "decode_program",
+    "encode_program",
+    "first_line",
+]
 
 
 @dataclass(frozen=True)
@@ -35,8 +49,50 @@ class Job:
     flush_cache: bool = False  # evict the caches before every timed run (cold operands)
 
 
-#: Modules built in this worker, waiting for their run: key -> (PrimFunc, Module).
-built_modules: dict[int, tuple[Any, Any]] = {}
+@dataclass(frozen=True)
+class Built:
+    """A built candidate: ``module`` is what is timed; ``prepack`` (when the program packs
+    layout-free parameters) runs once on its arguments first."""
+
+    func: Any  # the program: its buffer parameters are the arguments a caller makes
+    module: Any
+    prepack: Any = None
+    split: Any = None  # the PrepackSplit, with prepack
+
+    def set_num_threads(self, threads: int) -> None:
+        self.module.set_num_threads(threads)
+        if self.prepack is not None:
+            self.prepack.set_num_threads(threads)
+
+    def arguments(self, arrays: list[Any]) -> list[Any]:
+        """The timed module's arguments from the program's (one array per buffer parameter):
+        the layout-free ones packed (once, here)."""
+        if self.prepack is None:
+            return arrays
+        import numpy as np
+
+        from tir.runtime.module import param_specs
+
+        named = {buffer.name: array for buffer, array in zip(self.func.buffer_params, arrays)}
+        specs = {spec.name: spec for spec in param_specs(self.split.prepack)}
+        packed = {name: np.zeros(tuple(specs[name].shape), specs[name].storage) for name in self.split.packed}
+        self.prepack(*[named[name] for name in self.split.inputs], *packed.values())
+        return self.split.main_arguments(named, packed)
+
+
+def build_program(func: Any, target: str) -> Built:
+    """Build ``func`` for ``target``, its layout-free packing split off when it has some."""
+    import tir
+    from tir.transform.split_prepack import split_prepack
+
+    split = split_prepack(func)
+    if split.prepack is None:
+        return Built(func, tir.build(func, target))
+    return Built(func, tir.build(split.main, target), tir.build(split.prepack, target), split)
+
+
+#: Modules built in this worker, waiting for their run: key -> Built.
+built_modules: dict[int, Built] = {}
 
 
 def encode_program(func: Any) -> bytes | str:
@@ -65,11 +121,8 @@ def build_job(key: int, job: Job) -> dict[str, Any]:
     """Decode and build; the module stays in this worker under ``key`` until it is run."""
     start = time.perf_counter()
     try:
-        import tir
-
-        func = decode_program(job.program)
-        module = tir.build(func, job.target)
+        built = build_program(decode_program(job.program), job.target)
     except Exception as error:  # noqa: BLE001 - every failure is a result, never fatal
         return {"error_kind": "build", "error_msg": first_line(error), "build_seconds": time.perf_counter() - start}
-    built_modules[key] = (func, module)
+    built_modules[key] = built
     return {"build_seconds": time.perf_counter() - start}

@@ -174,14 +174,16 @@ def run_job(key: int, job: Job, reference: Reference | None) -> dict[str, Any]:
     """Run the module built under ``key``: the first run is checked against ``reference`` (when
     given), then timed: median of up to ``job.repeat`` runs after a warm-up, within ``job.budget``
     (with ``job.flush_cache``: each run after ``evict_caches``, no warm-up)."""
-    func, module = built_modules.pop(key)
+    built = built_modules.pop(key)
+    func, module = built.func, built.module
     try:
         if job.num_threads is not None:
-            module.set_num_threads(job.num_threads)
+            built.set_num_threads(job.num_threads)
         arrays, outputs = make_arguments(func, nan_outputs=reference is None or reference.nan_outputs)
+        timed = built.arguments(arrays)  # packs layout-free parameters (not timed)
         # Timed like the repeats below (the arguments checked outside the clock), so that the
         # first run compares with them.
-        first = module.time(*arrays, repeat=1, warmup=0)
+        first = module.time(*timed, repeat=1, warmup=0)
         if reference is not None:
             if len(reference.outputs) != len(outputs):
                 return {"error_kind": "wrong", "error_msg": "writes other parameters than the unscheduled program"}
@@ -198,7 +200,7 @@ def run_job(key: int, job: Job, reference: Reference | None) -> dict[str, Any]:
             # Far slower than the best so far -- or only cold (page faults, a thread pool's
             # start): a fast kernel's first run can take a hundred times its time. A second,
             # warm run decides; a candidate slow in both is reported without more repeats.
-            second = module.time(*arrays, repeat=1, warmup=0)
+            second = module.time(*timed, repeat=1, warmup=0)
             if second > GIVE_UP_FACTOR * job.best:
                 return {"seconds": min(first, second)}
             first = second
@@ -207,10 +209,10 @@ def run_job(key: int, job: Job, reference: Reference | None) -> dict[str, Any]:
             samples = []
             for _ in range(repeat):
                 evict_caches()
-                samples.append(module.time(*arrays, repeat=1, warmup=0))
+                samples.append(module.time(*timed, repeat=1, warmup=0))
             seconds = float(np.median(samples))
         else:
-            seconds = module.time(*arrays, repeat=repeat, warmup=1 if first < job.budget / 4 else 0)
+            seconds = module.time(*timed, repeat=repeat, warmup=1 if first < job.budget / 4 else 0)
     except Exception as error:  # noqa: BLE001 - every failure is a result, never fatal
         return {"error_kind": "run", "error_msg": first_line(error)}
     return {"seconds": seconds}

@@ -25,6 +25,9 @@ For a CUDA target (``Target.parse("cuda -arch=sm_80")``) the GPU pipeline runs i
     insert_syncthreads         __syncthreads() around shared-memory hazards in each kernel
     simplify
 
+Outside the pipeline: ``split_prepack(func)`` moves the packing of layout-free (constant)
+parameters into a function run once (``PrepackSplit``).
+
 ``dump=True`` prints the program after each pass under a ``# after <name>`` header;
 ``dump=callable`` is called as ``dump(pass_name, program)`` instead. Every pass is also
 importable on its own (``from tir.transform import flatten_buffers``) as a pure
@@ -50,14 +53,17 @@ from tir.transform.lower_init import lower_init
 from tir.transform.plan_allocations import plan_allocations
 from tir.transform.simplify import simplify
 from tir.transform.split_host_device import split_host_device
+from tir.transform.split_prepack import LAYOUT_FREE_ATTR, PrepackSplit, split_prepack
 from tir.transform.unroll import unroll_loops
 from tir.transform.vectorize import vectorize_loops
 
 __all__ = [
     "FRAGMENT_SCOPES",
     "GPU_PASS_NAMES",
+    "LAYOUT_FREE_ATTR",
     "LoweringError",
     "PASS_NAMES",
+    "PrepackSplit",
     "bind_shape_vars",
     "compact_allocations",
     "convert_blocks_to_loops",
@@ -70,6 +76,7 @@ __all__ = [
     "plan_allocations",
     "simplify",
     "split_host_device",
+    "split_prepack",
     "unroll_loops",
     "vectorize_loops",
 ]
