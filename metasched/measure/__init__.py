@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from metasched.measure.builder import Job, encode_program, first_line
+from metasched.measure.dask_executor import NoWorkerError, SchedulerLostError, is_dask_client
 from metasched.measure.executors import LocalPool, measure_batch
 from metasched.task import workload_hash
 from tir.ir import PrimFunc
@@ -46,6 +47,7 @@ class MeasureResult:
     error_kind: str | None = None  # None | "build" | "run" | "crash" | "timeout" | "wrong"
     error_msg: str = ""
     build_seconds: float = 0.0
+    emulated: bool = False  # timed under an emulator (an AArch64 target on a qemu worker)
 
 
 def _default_workers() -> int:
@@ -59,7 +61,10 @@ def _default_workers() -> int:
 class Measurer:
     """Builds and times candidates in worker processes (see the module docstring).
 
-    ``executor``: any ``concurrent.futures.Executor``; each task it runs is ``measure_batch``
+    ``executor``: any ``concurrent.futures.Executor``, or a ``distributed.Client`` (measured as
+    ``dask_executor`` describes: chunks over the measuring workers that serve the target; a
+    cluster that cannot serve it raises ``NoWorkerError``, a lost scheduler ``SchedulerLostError``).
+    Each task an executor runs is ``measure_batch``
     on plain data (``chunk_size`` candidates, default the whole batch, whose runs then stay one
     at a time), which measures in worker processes where the executor runs it, so a crashing
     candidate cannot take the executor's worker down. Default: a local pool.
@@ -93,6 +98,10 @@ class Measurer:
         if timeout <= 0:
             raise ValueError(f"timeout must be positive, got {timeout}")
         self.target = target
+        if is_dask_client(executor):
+            from metasched.measure.dask_executor import DaskExecutor
+
+            executor = DaskExecutor(executor, threads=num_threads)
         self.executor = executor
         self.num_threads = num_threads
         self.timeout = timeout
@@ -149,6 +158,7 @@ class Measurer:
                 error_kind=reply.get("error_kind"),
                 error_msg=reply.get("error_msg", ""),
                 build_seconds=reply.get("build_seconds", 0.0),
+                emulated=bool(reply.get("emulated", False)),
             )
             for reply in replies
         ]
@@ -162,6 +172,8 @@ class Measurer:
         for chunk, future in zip(chunks, futures):
             try:
                 replies.extend(future.result())
+            except (NoWorkerError, SchedulerLostError):
+                raise  # the cluster, not a candidate, is at fault: the tune stops
             except Exception as error:  # noqa: BLE001 - a lost executor task is a result too
                 failure = {"error_kind": "crash", "error_msg": f"the executor's task failed: {first_line(error)}"}
                 replies.extend(dict(failure) for _ in chunk)

@@ -1,0 +1,485 @@
+"""Measuring on many machines with dask.distributed: the builds and runs are dask tasks, while the
+search, the cost model and the database stay with the client.
+
+    from distributed import Client
+    client = Client("tcp://scheduler:8786")     # workers started with `metasched worker tcp://scheduler:8786`
+    metasched.tune(func, "llvm", trials=1000, executor=client)
+
+``Measurer`` wraps a ``distributed.Client`` in a ``DaskExecutor``; a batch is then measured so:
+
+- **Measuring workers** are the dask workers that declare the ``measure`` resource
+  (``metasched worker`` declares ``measure=1``; or ``dask worker --resources measure=1``). Each
+  chunk of candidates is a dask task that needs one unit of it, so a worker machine measures one
+  chunk at a time: its measuring processes (``LocalPool``, one per core, at most 8) build the
+  chunk in parallel, then time the candidates one at a time, so that a timing never shares the
+  machine with a build or another timing. Builds and runs happen on the same machine (a timing
+  waits for the builds anyway), so no artifact travels: only the pickled programs go out and
+  plain results come back. Each measuring process keeps a build cache keyed by structural hash
+  and target (``builder.build_job``).
+- **Threads** are pinned: a candidate runs with the ``Measurer``'s ``num_threads``, or, when
+  that is None, with the client machine's core count (what ``"llvm"`` asks for there); a worker
+  with fewer cores than that does not serve the target.
+- **Heterogeneous workers**: each worker describes its machine once (triple, CPU, features,
+  cores, whether it has the AArch64 cross toolchain and qemu). A chunk goes only to workers
+  that serve its target: the same triple and every feature the target names (for a target
+  without ``-mtriple``/``-mcpu``/``-mattr``, i.e. the client's own machine: the same CPU and
+  features, so the code built there is the code the client would build); an AArch64 target
+  also to x86-64 workers that declare a ``qemu_aarch64`` resource and have the tools, whose
+  timings come back marked ``emulated``. No worker serving a target is ``NoWorkerError``,
+  naming each worker and why it does not serve.
+- **Faults**: chunks are dealt to idle workers by the client, each pinned to its worker. A
+  worker that dies or disconnects loses only the chunk it was measuring: that chunk is measured
+  once more on another worker, and if it is lost again its candidates are recorded as ``crash``
+  ("lost with dask workers A and B"); the batch goes on with the remaining workers, and
+  ``log`` says so. A scheduler that goes away raises ``SchedulerLostError``, which stops the
+  tune (every finished measurement is already in the database).
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+import time
+from collections import deque
+from collections.abc import Callable, Sequence
+from concurrent.futures import Executor, Future, ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any
+
+from metasched.measure.builder import Job, first_line
+from metasched.measure.executors import measure_batch
+
+__all__ = [
+    "MEASURE_RESOURCE",
+    "QEMU_RESOURCE",
+    "DaskExecutor",
+    "NoWorkerError",
+    "SchedulerLostError",
+    "WorkerMachine",
+    "describe_machine",
+    "is_dask_client",
+    "measure_chunk",
+    "serves",
+]
+
+#: The resource a measuring worker declares (one unit: one chunk measured at a time).
+MEASURE_RESOURCE = "measure"
+#: The resource an x86-64 worker declares to measure AArch64 targets under qemu.
+QEMU_RESOURCE = "qemu_aarch64"
+
+#: Seconds between looks at the scheduler's list of workers while a batch is in flight.
+_POLL_SECONDS = 0.5
+#: Seconds the client may be disconnected from the scheduler before the run stops.
+_SCHEDULER_GRACE = 10.0
+#: Times a chunk is sent out at most (the first try and one retry elsewhere).
+_TRIES = 2
+
+
+class NoWorkerError(RuntimeError):
+    """No dask worker can measure a target (none declares ``measure``, or none matches it)."""
+
+
+class SchedulerLostError(RuntimeError):
+    """The dask scheduler went away: the tune stops (its database keeps every finished measurement)."""
+
+
+def is_dask_client(executor: Any) -> bool:
+    """Whether ``executor`` is a ``distributed.Client`` (checked without importing dask)."""
+    return any(
+        cls.__name__ == "Client" and cls.__module__.split(".")[0] == "distributed" for cls in type(executor).__mro__
+    )
+
+
+@dataclass(frozen=True)
+class WorkerMachine:
+    """What a measuring worker is: its address, machine and declared resources."""
+
+    address: str
+    triple: str
+    cpu: str
+    features: frozenset[str]
+    cores: int
+    resources: dict[str, float]
+    aarch64_tools: bool  # the AArch64 cross compiler, its C library and qemu-aarch64 are installed
+
+    @property
+    def isa(self) -> str:
+        return self.triple.split("-", 1)[0]
+
+
+def describe_machine() -> dict[str, Any]:
+    """The machine this runs on (a dask worker runs it for the client): triple, CPU, features,
+    cores (its CPU affinity) and whether it can run AArch64 code under qemu."""
+    import os
+
+    from tir.target import Target
+
+    host = Target.host()
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        cores = os.cpu_count() or 1
+    try:
+        from tir.runtime.aarch64 import find_toolchain
+
+        find_toolchain()
+        aarch64_tools = True
+    except Exception:  # noqa: BLE001 - any missing piece means no qemu runner
+        aarch64_tools = False
+    return {
+        "triple": host.triple,
+        "cpu": host.cpu,
+        "features": sorted(host.features),
+        "cores": cores,
+        "aarch64_tools": aarch64_tools,
+        "python": sys.version.split()[0],
+    }
+
+
+def _names_host(target_text: str) -> bool:
+    """Whether a CPU target string means "the machine parsing it" (no triple, CPU or features)."""
+    return not any(word in target_text for word in ("-mtriple", "-mcpu", "-mattr"))
+
+
+def serves(worker: WorkerMachine, target_text: str, threads: int | None) -> tuple[str | None, bool]:
+    """(why ``worker`` cannot measure candidates for ``target_text`` at ``threads`` threads, or
+    None when it can; whether its timings are emulated). ``target_text`` is parsed here, on the
+    client: ``"llvm"`` means the client's machine."""
+    from tir.target import Target
+
+    target = Target.parse(target_text)
+    if not target.is_cpu:
+        return f"measures CPU targets only, not {target_text!r}", False
+    if worker.resources.get(MEASURE_RESOURCE, 0) < 1:
+        return f"does not declare the {MEASURE_RESOURCE!r} resource", False
+    if threads is not None and worker.cores < threads:
+        return f"has {worker.cores} cores, fewer than the {threads} threads a candidate runs with", False
+    if target.triple != worker.triple:
+        if target.isa == "aarch64" and worker.isa == "x86_64":
+            if worker.resources.get(QEMU_RESOURCE, 0) < 1:
+                return f"is {worker.isa} and does not declare the {QEMU_RESOURCE!r} resource (a qemu runner)", False
+            if not worker.aarch64_tools:
+                return f"declares {QEMU_RESOURCE!r} but lacks qemu-aarch64 or the AArch64 cross toolchain", False
+            return None, True
+        return f"is {worker.triple}, the target is {target.triple}", False
+    missing = sorted(target.features - worker.features)
+    if missing:
+        return f"lacks CPU feature(s) {', '.join(missing)}", False
+    if _names_host(target_text) and (worker.cpu, worker.features) != (target.cpu, target.features):
+        extra = sorted(worker.features - target.features)
+        return (
+            f"is a {worker.cpu} (extra features: {', '.join(extra[:6]) or 'none'}), not the client's {target.cpu}; "
+            "give an explicit target (-mcpu=..., -mattr=...) to measure on other CPUs"
+        ), False
+    return None, False
+
+
+def measure_chunk(
+    jobs: Sequence[Job],
+    workers: int,
+    timeout: float,
+    build_timeout: float,
+    reference_timeout: float,
+    emulated: bool = False,
+) -> list[dict[str, Any]]:
+    """The dask task: ``measure_batch`` in this worker's pool of measuring processes; each
+    reply names the worker and whether its timing is emulated."""
+    try:
+        from distributed import get_worker
+
+        address = get_worker().address
+    except (ImportError, ValueError):
+        address = "local"
+    replies = measure_batch(jobs, workers, timeout, build_timeout, reference_timeout)
+    for reply in replies:
+        reply["worker"] = address
+        if emulated:
+            reply["emulated"] = True
+    return replies
+
+
+@dataclass
+class _Chunk:
+    indices: list[int]  # positions in the batch
+    emulated_on: set[str]  # addresses whose timings of this target are emulated
+    eligible: list[str]  # addresses that serve its target
+    target: str
+    lost_on: list[str]  # addresses it was lost with
+
+
+class DaskExecutor(Executor):
+    """A ``concurrent.futures.Executor`` over a ``distributed.Client`` for ``Measurer``: a
+    ``measure_batch`` submitted here is split into chunks over the measuring workers that serve
+    its target (the module docstring); other functions go to ``client.submit`` as they are.
+
+    ``log`` receives what happens to workers (default: stderr); ``worker_wait``: seconds to wait
+    for a serving worker to (re)join when none is left before giving up with ``NoWorkerError``.
+    """
+
+    def __init__(
+        self,
+        client: Any,
+        log: Callable[[str], None] | None = None,
+        worker_wait: float = 60.0,
+        threads: int | None = None,
+    ) -> None:
+        self.client = client
+        self.log = log or (lambda line: print(line, file=sys.stderr, flush=True))
+        self.worker_wait = worker_wait
+        self.grace = _SCHEDULER_GRACE  # seconds cut from the scheduler before the run stops
+        self.default_threads = threads  # candidates' threads when a job leaves them open
+        self.machines: dict[str, WorkerMachine] = {}
+        self.lost_workers: list[str] = []  # every worker that left while measuring, in order
+        self._thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="dask-measure")
+        self._address: str | None = None
+        _ = self.address
+
+    @property
+    def address(self) -> str:
+        """The scheduler's address (kept from the start: a lost scheduler forgets it)."""
+        if self._address is None:
+            scheduler = getattr(self.client, "scheduler", None)
+            self._address = getattr(scheduler, "address", None)
+        return str(self._address)
+
+    # ------------------------------------------------------------ the Executor interface
+
+    def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Future[Any]:
+        if fn is measure_batch:
+            return self._thread.submit(self.measure, *args, **kwargs)
+        return self.client.submit(fn, *args, pure=False, **kwargs)  # type: ignore[no-any-return]
+
+    def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
+        self._thread.shutdown(wait=wait, cancel_futures=cancel_futures)
+
+    # ------------------------------------------------------------ workers
+
+    def _check_connected(self) -> None:
+        """Return once the client is connected to the scheduler; raise ``SchedulerLostError``
+        when it is closed, or cut from the scheduler for longer than ``grace`` seconds."""
+        disconnected = None
+        while True:
+            status = str(getattr(self.client, "status", "running"))
+            if status == "running":
+                return
+            if status in ("closed", "closing") or (
+                disconnected is not None and time.monotonic() - disconnected > self.grace
+            ):
+                raise SchedulerLostError(self._lost_message())
+            disconnected = disconnected or time.monotonic()
+            time.sleep(_POLL_SECONDS)
+
+    def _scheduler_workers(self) -> dict[str, dict[str, Any]]:
+        self._check_connected()
+        try:
+            info = self.client.scheduler_info(n_workers=-1)
+        except TypeError:  # an older distributed: every worker by default
+            info = self.client.scheduler_info()
+        except Exception as error:  # noqa: BLE001 - any failure to ask means the scheduler is gone
+            raise SchedulerLostError(self._lost_message(error)) from None
+        return dict(info.get("workers", {}))
+
+    def _lost_message(self, error: BaseException | None = None) -> str:
+        why = f" ({first_line(error)})" if error is not None else ""
+        return (
+            f"the dask scheduler at {self.address} went away{why}: the tune stops here; every finished "
+            "measurement is in its database"
+        )
+
+    def refresh(self) -> dict[str, WorkerMachine]:
+        """The measuring workers now connected, described (new ones asked once)."""
+        workers = self._scheduler_workers()
+        measuring = {a: w for a, w in workers.items() if w.get("resources", {}).get(MEASURE_RESOURCE, 0) >= 1}
+        new = [address for address in measuring if address not in self.machines]
+        if new:
+            try:
+                described = self.client.run(describe_machine, workers=new, on_error="return")
+            except Exception as error:  # noqa: BLE001 - the scheduler, not one worker, failed
+                raise SchedulerLostError(self._lost_message(error)) from None
+            for address, found in described.items():
+                if isinstance(found, BaseException) or not isinstance(found, dict):
+                    self.log(f"dask worker {address} cannot describe its machine ({found!r}): not used")
+                    continue
+                self.machines[address] = WorkerMachine(
+                    address,
+                    found["triple"],
+                    found["cpu"],
+                    frozenset(found["features"]),
+                    int(found["cores"]),
+                    dict(measuring[address].get("resources", {})),
+                    bool(found["aarch64_tools"]),
+                )
+        for address in list(self.machines):
+            if address not in measuring:
+                del self.machines[address]
+        return dict(self.machines)
+
+    def serving(self, target_text: str, threads: int | None) -> tuple[list[str], set[str], list[str]]:
+        """(addresses that serve the target, those of them that emulate it, why each other one does not)."""
+        eligible, emulated, refusals = [], set(), []
+        for address, machine in sorted(self.refresh().items()):
+            reason, emulates = serves(machine, target_text, threads)
+            if reason is None:
+                eligible.append(address)
+                if emulates:
+                    emulated.add(address)
+            else:
+                refusals.append(f"{address} {reason}")
+        return eligible, emulated, refusals
+
+    def _no_worker(self, target_text: str, refusals: list[str]) -> NoWorkerError:
+        if not refusals:
+            return NoWorkerError(
+                f"no dask worker at {self.address} can measure {target_text!r}: none declares the "
+                f"{MEASURE_RESOURCE!r} resource; start workers with `metasched worker {self.address}` "
+                f"(or `dask worker {self.address} --nthreads 1 --resources {MEASURE_RESOURCE}=1`)"
+            )
+        return NoWorkerError(
+            f"no dask worker at {self.address} can measure target {target_text!r}: " + "; ".join(refusals)
+        )
+
+    # ------------------------------------------------------------ a batch
+
+    def measure(
+        self,
+        jobs: Sequence[Job],
+        workers: int | None = None,
+        timeout: float = 10.0,
+        build_timeout: float = 30.0,
+        reference_timeout: float = 300.0,
+    ) -> list[dict[str, Any]]:
+        """One reply per job, in order (``measure_batch``'s contract). ``workers`` (the client's
+        build processes) is ignored: each worker builds with its own cores, at most 8."""
+        import os
+
+        from distributed import wait
+
+        del workers
+        jobs = list(jobs)
+        threads = self.default_threads or len(os.sched_getaffinity(0))
+        jobs = [job if job.num_threads is not None else _with_threads(job, threads) for job in jobs]
+        replies: list[dict[str, Any] | None] = [None] * len(jobs)
+        queue: deque[_Chunk] = deque()
+        by_target: dict[tuple[str, int | None], list[int]] = {}
+        for index, job in enumerate(jobs):
+            by_target.setdefault((job.target, job.num_threads), []).append(index)
+        for (target_text, job_threads), indices in by_target.items():
+            eligible, emulated, refusals = self.serving(target_text, job_threads)
+            if not eligible:
+                raise self._no_worker(target_text, refusals)
+            # One chunk per serving worker: each builds its share in parallel, then times it.
+            count = min(len(eligible), len(indices))
+            size = math.ceil(len(indices) / count)
+            for start in range(0, len(indices), size):
+                queue.append(_Chunk(indices[start : start + size], emulated, eligible, target_text, []))
+        options = (timeout, build_timeout, reference_timeout)
+        in_flight: dict[Any, tuple[_Chunk, str]] = {}  # future -> (chunk, worker address)
+        waiting_since: float | None = None
+        while queue or in_flight:
+            busy = {address for _, address in in_flight.values()}
+            # Deal chunks to idle serving workers (each chunk pinned to its worker).
+            for chunk in list(queue):
+                candidates = [a for a in chunk.eligible if a in self.machines and a not in busy]
+                fresh = [a for a in candidates if a not in chunk.lost_on]
+                address = (fresh or candidates or [None])[0]
+                if address is None:
+                    continue
+                queue.remove(chunk)
+                busy.add(address)
+                machine = self.machines[address]
+                future = self.client.submit(
+                    measure_chunk,
+                    [jobs[i] for i in chunk.indices],
+                    max(1, min(machine.cores, 8)),
+                    *options,
+                    address in chunk.emulated_on,
+                    workers=[address],
+                    allow_other_workers=False,
+                    resources={MEASURE_RESOURCE: 1},
+                    pure=False,
+                )
+                in_flight[future] = (chunk, address)
+            if not in_flight:
+                # Chunks left and no serving worker: wait for one to join, then give up.
+                waiting_since = waiting_since or time.monotonic()
+                if time.monotonic() - waiting_since > self.worker_wait:
+                    chunk = queue[0]
+                    _, _, refusals = self.serving(chunk.target, jobs[chunk.indices[0]].num_threads)
+                    raise self._no_worker(chunk.target, refusals or ["every serving worker left"])
+                time.sleep(_POLL_SECONDS)
+                self._requeue_for_new_workers(queue, jobs)
+                continue
+            waiting_since = None
+            self._wait(wait, list(in_flight))
+            present = set(self._scheduler_workers())
+            if queue and present - set(self.machines):
+                self._requeue_for_new_workers(queue, jobs)
+            for future, (chunk, address) in list(in_flight.items()):
+                if future.status == "finished":
+                    try:
+                        results = future.result()
+                    except Exception as error:  # noqa: BLE001 - a failed task loses its chunk like a dead worker
+                        del in_flight[future]
+                        self._lost(chunk, address, first_line(error), queue, replies)
+                        continue
+                    del in_flight[future]
+                    for index, reply in zip(chunk.indices, results):
+                        replies[index] = reply
+                elif future.status in ("error", "cancelled", "lost") or address not in present:
+                    del in_flight[future]
+                    why = "it left the cluster" if address not in present else f"its task ended as {future.status}"
+                    future.cancel()
+                    self._lost(chunk, address, why, queue, replies)
+        return [
+            reply if reply is not None else {"error_kind": "crash", "error_msg": "not measured"} for reply in replies
+        ]
+
+    def _wait(self, wait: Callable[..., Any], futures: list[Any]) -> None:
+        """Wait a little for any future to finish; raise ``SchedulerLostError`` once the client has
+        been cut from the scheduler for longer than the grace period."""
+        while True:
+            self._check_connected()
+            try:
+                wait(futures, timeout=_POLL_SECONDS, return_when="FIRST_COMPLETED")
+            except TimeoutError:
+                pass
+            except Exception as error:  # noqa: BLE001 - a comm failure: judged by the status above
+                if getattr(self.client, "status", "running") == "running":
+                    raise SchedulerLostError(self._lost_message(error)) from None
+                continue
+            return
+
+    def _lost(
+        self, chunk: _Chunk, address: str, why: str, queue: deque[_Chunk], replies: list[dict[str, Any] | None]
+    ) -> None:
+        chunk.lost_on.append(address)
+        if address not in self.lost_workers:
+            self.lost_workers.append(address)
+        self.machines.pop(address, None)  # asked again should it come back
+        if len(chunk.lost_on) < _TRIES:
+            self.log(
+                f"dask worker {address} was lost while measuring {len(chunk.indices)} candidate(s) ({why}); "
+                "they are measured again on another worker, and the run goes on with the remaining workers"
+            )
+            queue.appendleft(chunk)
+            return
+        self.log(
+            f"dask worker {address} was lost while measuring {len(chunk.indices)} candidate(s) ({why}); "
+            f"lost twice, they are recorded as failed (crash)"
+        )
+        message = f"not measured: lost with dask workers {' and '.join(chunk.lost_on)} ({why})"
+        for index in chunk.indices:
+            replies[index] = {"error_kind": "crash", "error_msg": message}
+
+    def _requeue_for_new_workers(self, queue: deque[_Chunk], jobs: list[Job]) -> None:
+        """Workers may have joined (a nanny restarts a killed worker under a new address):
+        recompute who serves each waiting chunk."""
+        for chunk in queue:
+            eligible, emulated, _ = self.serving(chunk.target, jobs[chunk.indices[0]].num_threads)
+            chunk.eligible, chunk.emulated_on = eligible, emulated
+
+
+def _with_threads(job: Job, threads: int) -> Job:
+    from dataclasses import replace
+
+    return replace(job, num_threads=threads)
