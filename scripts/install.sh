@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Install tensorir into the current Python (3.11+), editable.
 #   bash scripts/install.sh          the package and its runtime dependencies
-#   bash scripts/install.sh --test   also the test tools, and (as root, on Debian/Ubuntu) the
+#   bash scripts/install.sh --test   also the test tools and dask.distributed, and (as root, on Debian/Ubuntu) the
 #                                    AArch64 cross toolchain and qemu-user for the AArch64 tests
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -18,7 +18,7 @@ PY
 export PIP_ROOT_USER_ACTION=ignore
 pip_flags=(-q --disable-pip-version-check)
 if [ "$want_test" = 1 ]; then
-    python3 -m pip install "${pip_flags[@]}" -e '.[test,bench]'
+    python3 -m pip install "${pip_flags[@]}" -e '.[test,bench,dask]'
 else
     python3 -m pip install "${pip_flags[@]}" -e .
 fi
