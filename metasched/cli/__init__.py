@@ -6,12 +6,14 @@
     metasched bench MODEL.onnx|OUT/ [--threads 1,2]
     metasched db list|show|export|import|prune|plot [--work-dir DIR]
     metasched doctor [MODEL.onnx]
+    metasched worker dask://HOST:PORT [--qemu-aarch64]
 
 One module per command family: ``tune`` (with ``live``: the progress table, ``runlog``: runs
 started and finished in a work directory, ``report``: the comparison with onnxruntime, ``plot``),
-``model_commands`` (compile, run, bench), ``db``, ``doctor``; ``common`` holds the argument
-parsing and model loading they share. A problem the user can fix raises ``CliError``: one line
-on stderr, exit 2; a traceback only with ``--debug``. docs/cli.md describes every command.
+``model_commands`` (compile, run, bench), ``db``, ``doctor``, ``worker`` (a measuring worker of
+a dask cluster); ``common`` holds the argument parsing and model loading they share. A problem
+the user can fix raises ``CliError``: one line on stderr, exit 2; a traceback only with
+``--debug``. docs/cli.md describes every command.
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ __all__ = ["CliError", "build_parser", "main"]
 
 def build_parser() -> argparse.ArgumentParser:
     from metasched import __version__
-    from metasched.cli import db, doctor, model_commands, tune
+    from metasched.cli import db, doctor, model_commands, tune, worker
 
     # Options every subcommand takes; SUPPRESS keeps a subcommand from resetting the top level's.
     common = argparse.ArgumentParser(add_help=False)
@@ -50,6 +52,7 @@ def build_parser() -> argparse.ArgumentParser:
             "  metasched bench model.out --threads 1,2\n"
             "  metasched db list --work-dir tune/\n"
             "  metasched doctor model.onnx\n"
+            "  metasched worker dask://sched-host:8786             # measure for tuners on a dask cluster\n"
             "\n`metasched COMMAND --help` describes each command."
         ),
         formatter_class=HelpFormatter,
@@ -61,6 +64,7 @@ def build_parser() -> argparse.ArgumentParser:
     model_commands.add_parsers(subparsers, common)
     db.add_parser(subparsers, common)
     doctor.add_parser(subparsers, common)
+    worker.add_parser(subparsers, common)
     return parser
 
 

@@ -98,9 +98,10 @@ def add_parser(subparsers: Any, common: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--executor",
         default="local",
-        metavar="local|ADDRESS",
-        help="where candidates are measured: local worker processes (default), or a dask.distributed "
-        "scheduler address (tcp://host:8786)",
+        metavar="local[:N]|dask://HOST:PORT",
+        help="where candidates are measured: local worker processes (default; local:N for N of them), or "
+        "the measuring workers of a dask.distributed scheduler (dask://host:8786; start each with "
+        "`metasched worker`)",
     )
     parser.add_argument("--workers", type=int, metavar="N", help="local measuring processes (default: the cores)")
     parser.add_argument(
@@ -128,22 +129,27 @@ def _block_sigint() -> None:
     signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
 
 
-def _make_executor(spec: str) -> Executor:
-    """The executor measurements run on. Local: one thread of this process with SIGINT blocked,
-    so the worker processes it starts inherit the blocked signal and survive Ctrl-C (the tuner
-    alone stops, and kills them)."""
-    if spec == "local":
-        return ThreadPoolExecutor(max_workers=1, thread_name_prefix="measure", initializer=_block_sigint)
-    try:
-        from distributed import Client  # type: ignore[import-not-found]
-    except ImportError:
-        raise CliError(
-            f"--executor {spec!r} needs dask.distributed (pip install distributed); or use --executor local"
-        ) from None
-    try:
-        return Client(spec)  # type: ignore[no-any-return]
-    except Exception as error:  # noqa: BLE001 - any failure to connect is the address's fault
-        raise CliError(f"--executor {spec!r}: cannot reach the scheduler ({error}); check the address") from None
+def _make_executor(spec: str, workers: int | None) -> tuple[Executor, int | None]:
+    """The executor measurements run on, and the local measuring processes.
+
+    ``local`` / ``local:N``: one thread of this process with SIGINT blocked, so the worker
+    processes it starts inherit the blocked signal and survive Ctrl-C (the tuner alone stops,
+    and kills them). ``dask://HOST:PORT`` (or ``tcp://``): the measuring workers of that
+    dask.distributed scheduler (``metasched.measure.dask_executor``)."""
+    if spec == "local" or spec.startswith("local:"):
+        count = spec.partition(":")[2]
+        if count:
+            if not count.isdigit() or int(count) < 1:
+                raise CliError(f"--executor {spec!r}: local:N needs N, the measuring processes, at least 1")
+            if workers is not None and workers != int(count):
+                raise CliError(f"--executor {spec!r} and --workers {workers} disagree; give one of them")
+            workers = int(count)
+        return ThreadPoolExecutor(max_workers=1, thread_name_prefix="measure", initializer=_block_sigint), workers
+    if not spec.startswith(("dask://", "tcp://")):
+        raise CliError(f"--executor {spec!r}: give local, local:N or dask://HOST:PORT (a dask scheduler)")
+    from metasched.cli.worker import connect
+
+    return connect(spec, "--executor"), workers
 
 
 def _budget(args: argparse.Namespace, demo: bool) -> tuple[int | None, float | None]:
@@ -253,17 +259,20 @@ def _tune(
     import metasched
     from metasched.cli.live import make_display
     from metasched.measure import Measurer
+    from metasched.measure.dask_executor import DaskExecutor, NoWorkerError, SchedulerLostError
     from metasched.measure.executors import close_local_pools
 
     budget = plural(trials, "trial") if trials is not None else f"{format_seconds(time_budget or 0)}"
     say(f"tuning {len(tasks)} tasks, budget {budget}, {args.threads} threads, work dir {work_dir}")
-    executor = _make_executor(args.executor)
+    executor, workers = _make_executor(args.executor, args.workers)
     # Cold caches by default: in a model, a kernel's weights were evicted by the kernels before it
     # (tuned matmuls of BERT ran 20-50% slower cold than warm; see Measurer's flush_cache).
     measurer = Measurer(
-        target, executor=executor, num_threads=args.threads, workers=args.workers, flush_cache=not args.warm_cache
+        target, executor=executor, num_threads=args.threads, workers=workers, flush_cache=not args.warm_cache
     )
     display = make_display(f"metasched tune {model.path.name}", skipped=skipped, plain=args.plain or None)
+    if isinstance(executor, DaskExecutor):
+        executor.log = display.log  # lost workers are told in the table's log, not over it
     last_status: list[Any] = []
 
     def on_progress(status: Any) -> None:
@@ -288,6 +297,13 @@ def _tune(
             on_progress=on_progress,
             stop_on_interrupt=True,
         )
+    except NoWorkerError as error:
+        raise CliError(f"--executor {args.executor}: {error}") from None
+    except SchedulerLostError:
+        raise CliError(
+            f"--executor {args.executor}: the dask scheduler went away; the tune stopped, every finished "
+            f"measurement is in {work_dir}: run the same command again to continue"
+        ) from None
     finally:
         display.close(last_status[0] if last_status else None)
         # Kill the measuring processes now (a batch cut by Ctrl-C may still be running there).
@@ -295,7 +311,9 @@ def _tune(
         if isinstance(executor, ThreadPoolExecutor):
             executor.shutdown(wait=True, cancel_futures=True)
         else:
-            executor.shutdown()
+            executor.shutdown(wait=False, cancel_futures=True)
+        if isinstance(executor, DaskExecutor):
+            executor.client.close()
     return result
 
 
