@@ -31,6 +31,7 @@ __all__ = [
     "decode_program",
     "encode_program",
     "first_line",
+    "run_prepack",
 ]
 
 
@@ -69,15 +70,21 @@ class Built:
         the layout-free ones packed (once, here)."""
         if self.prepack is None:
             return arrays
-        import numpy as np
-
-        from tir.runtime.module import param_specs
-
         named = {buffer.name: array for buffer, array in zip(self.func.buffer_params, arrays)}
-        specs = {spec.name: spec for spec in param_specs(self.split.prepack)}
-        packed = {name: np.zeros(tuple(specs[name].shape), specs[name].storage) for name in self.split.packed}
-        self.prepack(*[named[name] for name in self.split.inputs], *packed.values())
-        return self.split.main_arguments(named, packed)
+        return self.split.main_arguments(named, run_prepack(self.prepack, self.split, named))
+
+
+def run_prepack(module: Any, split: Any, arguments: Any) -> dict[str, Any]:
+    """The packed buffers (name -> new array) that ``module`` (the built ``split.prepack``)
+    makes from ``arguments`` (the program's, by parameter name)."""
+    import numpy as np
+
+    from tir.runtime.module import param_specs
+
+    specs = {spec.name: spec for spec in param_specs(split.prepack)}
+    packed = {name: np.zeros(tuple(specs[name].shape), specs[name].storage) for name in split.packed}
+    module(*[arguments[name] for name in split.inputs], *packed.values())
+    return packed
 
 
 def build_program(func: Any, target: str) -> Built:

@@ -148,12 +148,23 @@ def compile(  # noqa: A001 - the public name the design gives it
     directory = Path(work_dir) if work_dir is not None else Path(tempfile.mkdtemp(prefix="metasched_model_"))
     directory.mkdir(parents=True, exist_ok=True)
     originals = {t["name"]: with_shape_params(t["func"]) for t in tasks.values()}
-    library = _build_library(scheduled, originals, target, directory, report)
+    kernels, hoisted = _hoist_weight_packing(scheduled, steps)
+    library, fallen = _build_library(kernels, originals, target, directory, report)
+    constants = dict(graph.constants)
+    prepacks = {name: tir.build(h.split.prepack, target) for name, h in hoisted.items() if name not in fallen}
+    steps = [
+        _with_packed_weights(step, hoisted[step["func"]], prepacks[step["func"]], constants)
+        if step.get("func") in prepacks
+        else step
+        for step in steps
+    ]
     report.build_seconds = time.perf_counter() - t0
-    plan = _plan(graph, steps)
+    plan = _plan(graph, steps, constants)
     plan["symbolic"] = dict(graph.symbolic)
-    plan["functions"] = {name: len(f.params) for name, f in scheduled.items()}
-    model = CompiledModel(plan, {k: graph.constants[k] for k in plan["constants"]}, library, threads)
+    plan["functions"] = {name: len(f.params) for name, f in kernels.items()}
+    for name in fallen:
+        plan["functions"][name] = len(originals[name].params)
+    model = CompiledModel(plan, {k: constants[k] for k in plan["constants"]}, library, threads)
     report.arena_bytes = plan["arena_bytes"]
     report.intermediate_bytes = plan["intermediate_bytes"]
     report.compile_seconds = time.perf_counter() - start
@@ -225,14 +236,71 @@ def _schedule(func: Any, target: str, db: Any, mode: str) -> tuple[Any, str]:
     return scheduled, "default" if scheduled is not func else "unscheduled"
 
 
+@dataclass(frozen=True)
+class _Hoisted:
+    """A kernel whose weight packing runs once, at compile time: ``main`` takes the packed
+    weights (after the other inputs, before the outputs) instead of the weights."""
+
+    split: Any  # tir.transform.PrepackSplit
+    main: Any
+    params: tuple[str, ...]  # the scheduled kernel's buffer parameter names, in order
+
+
+def _hoist_weight_packing(
+    scheduled: dict[str, Any], steps: list[dict[str, Any]]
+) -> tuple[dict[str, Any], dict[str, _Hoisted]]:
+    """The kernels to build, with the packing of weights (layout-free parameters) split off
+    where a schedule packs them (``tir.transform.split_prepack``), and those splits by name."""
+    from tir.ir import Buffer
+    from tir.transform import split_prepack
+
+    outputs = {step["func"]: step["outputs"] for step in steps if step["kind"] == "call"}
+    kernels = dict(scheduled)
+    hoisted: dict[str, _Hoisted] = {}
+    for name, func in scheduled.items():
+        split = split_prepack(func)
+        if split.prepack is None or name not in outputs:
+            continue
+        buffers = [p for p in split.main.params if isinstance(p, Buffer)]
+        scalars = [p for p in split.main.params if not isinstance(p, Buffer)]
+        packed = [b for b in buffers if b.name in split.packed]
+        rest = [b for b in buffers if b.name not in split.packed]
+        count = outputs[name]
+        main = replace(split.main, params=(*rest[:-count], *packed, *rest[-count:], *scalars))
+        kernels[name] = main
+        hoisted[name] = _Hoisted(split, main, tuple(b.name for b in func.buffer_params))
+    return kernels, hoisted
+
+
+def _with_packed_weights(
+    step: dict[str, Any], hoisted: _Hoisted, prepack: Any, constants: dict[str, np.ndarray]
+) -> dict[str, Any]:
+    """``step`` calling the kernel without its weight packing: the packed weights are made now
+    (``prepack``: the built packing), from this step's constants, as new constants
+    ``<group>:<packed buffer>``."""
+    from metasched.measure.builder import run_prepack
+
+    by_param = dict(zip(hoisted.params, step["args"]))
+    missing = [by_param[name] for name in hoisted.split.inputs if by_param[name] not in constants]
+    if missing:  # cannot happen: only constants are layout-free (fuse.lower_group)
+        raise ValueError(f"{step['group']}: {missing[0]!r} is packed once but is not a constant of the model")
+    packed = run_prepack(prepack, hoisted.split, {name: constants[by_param[name]] for name in hoisted.split.inputs})
+    for name, array in packed.items():
+        by_param[name] = f"{step['group']}:{name}"
+        constants[by_param[name]] = array
+    return dict(step, args=[by_param[b.name] for b in hoisted.main.buffer_params])
+
+
 def _build_library(
-    scheduled: dict[str, Any], originals: dict[str, Any], target: str, directory: Path, report: CompileReport
-) -> str:
-    """One shared library with every task; a function that fails to build is rebuilt unscheduled."""
+    kernels: dict[str, Any], originals: dict[str, Any], target: str, directory: Path, report: CompileReport
+) -> tuple[str, set[str]]:
+    """One shared library with every kernel, and the names of those that failed to build and
+    were rebuilt unscheduled."""
     import tir
     from tir.ir import IRModule
 
-    funcs = dict(scheduled)
+    funcs = dict(kernels)
+    fallen: set[str] = set()
     try:
         module = tir.build(IRModule(funcs), target)
     except Exception:
@@ -241,19 +309,21 @@ def _build_library(
                 tir.build(func, target)
             except Exception:
                 funcs[name] = replace(originals[name], name=name)
+                fallen.add(name)
                 for task in report.tasks:
                     if task["name"] == name:
                         task["schedule"] = "unscheduled (default failed to build)"
         module = tir.build(IRModule(funcs), target)
     path = directory / "model.so"
     module.export_library(path)
-    return str(path)
+    return str(path), fallen
 
 
-def _plan(graph: Any, steps: list[dict[str, Any]]) -> dict[str, Any]:
+def _plan(graph: Any, steps: list[dict[str, Any]], known: Mapping[str, np.ndarray]) -> dict[str, Any]:
     """Where every value lives: inputs (the caller's arrays), constants, or the arena (offsets
     from lifetimes: a value's bytes are reused once its last reader has run); views alias.
-    Symbolic shapes are saved as ``symbolic.to_json`` trees; offsets are for the
+    ``known``: the constants by name (the graph's and the packed weights). Symbolic shapes are
+    saved as ``symbolic.to_json`` trees; offsets are for the
     representative sizes (``_layout`` places the arena again for the sizes of each run)."""
     from metasched.model.symbolic import to_json
 
@@ -276,8 +346,8 @@ def _plan(graph: Any, steps: list[dict[str, Any]]) -> dict[str, Any]:
         reads = step["args"][: len(step["args"]) - count] if step["kind"] == "call" else [step["src"]]
         writes = step["args"][len(step["args"]) - count :] if step["kind"] == "call" else [step["dst"]]
         for name in reads:
-            if name in graph.constants and name not in tensors:
-                value = graph.constants[name]
+            if name in known and name not in tensors:
+                value = known[name]
                 tensors[name] = {"shape": list(value.shape), "dtype": str(value.dtype), "storage": "const"}
                 constants.append(name)
             last[root(name)] = index
@@ -297,8 +367,8 @@ def _plan(graph: Any, steps: list[dict[str, Any]]) -> dict[str, Any]:
                 first[name] = index
                 last[name] = index
     for name in graph.outputs:
-        if name in graph.constants and name not in tensors:
-            value = graph.constants[name]
+        if name in known and name not in tensors:
+            value = known[name]
             tensors[name] = {"shape": list(value.shape), "dtype": str(value.dtype), "storage": "const"}
             constants.append(name)
         last[root(name)] = len(steps)

@@ -17,6 +17,7 @@ from metasched.model.graph import Graph, Node, lower_nodes
 from metasched.model.ops import OPS, OpError
 from metasched.model.te import FuncBuilder
 from tir.ir import PrimFunc
+from tir.transform.split_prepack import LAYOUT_FREE_ATTR
 
 __all__ = ["Group", "lower_group", "partition"]
 
@@ -98,6 +99,11 @@ def lower_group(graph: Graph, group: Group) -> PrimFunc:
             f"{ops}: cannot be lowered with the symbolic dimension(s) {sorted(graph.symbolic)} ({error}); "
             "bind them to sizes with input_shapes instead"
         ) from None
+    constant = [i for i, name in enumerate(order) if name in graph.constants]
+    if constant:
+        # The weights: a schedule may pack them into another layout once, when the model is
+        # compiled, instead of on every call (tir.transform.split_prepack).
+        func = func.replace(attrs={**func.attrs, LAYOUT_FREE_ATTR: constant})
     group.inputs = order
     group.func = func
     return func

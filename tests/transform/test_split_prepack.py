@@ -152,3 +152,10 @@ def test_a_buffer_written_twice_is_not_moved() -> None:
 def test_an_unknown_name_is_an_error_naming_it() -> None:
     with pytest.raises(ValueError, match="'Q' is not a buffer parameter"):
         split_prepack(dense, ["Q"])
+
+
+def test_positions_name_parameters_too() -> None:
+    func = packed_dense(dense.replace(attrs={LAYOUT_FREE_ATTR: [1]}))
+    assert split_prepack(func).inputs == ("W",)
+    with pytest.raises(ValueError, match="7 is not a buffer parameter"):
+        split_prepack(func, [7])

@@ -8,7 +8,7 @@ copy runs once and the program reads the packed buffer directly, as onnxruntime'
 prepacked weights.
 
 ``split_prepack(func, layout_free=None)`` names the layout-free parameters (default: the
-function attribute ``"layout_free_buffers"``, a list of parameter names) and moves every
+function attribute ``"layout_free_buffers"``, a list of parameter names or positions) and moves every
 top-level statement of the root block that reads only layout-free parameters (or what earlier
 moved statements produced) and writes only root-allocated buffers nothing else writes into a
 ``prepack`` function. Before, with ``T.func_attr({"layout_free_buffers": ["W"]})``::
@@ -127,17 +127,25 @@ def _sequence(stmts: Sequence[Stmt]) -> Stmt:
 def split_prepack(func: PrimFunc, layout_free: Iterable[str] | None = None) -> PrepackSplit:
     """Split the packing of ``func``'s layout-free parameters off (see the module docstring).
 
-    ``layout_free``: parameter names (default: ``func.attrs["layout_free_buffers"]``). A name
-    that is not a buffer parameter of ``func`` raises ``ValueError``.
+    ``layout_free``: parameter names, or positions among the buffer parameters (default:
+    ``func.attrs["layout_free_buffers"]``; positions keep the structural hash of programs that
+    differ only in parameter names equal). One that is not a buffer parameter of ``func``
+    raises ``ValueError``.
     """
-    names = tuple(layout_free if layout_free is not None else func.attrs.get(LAYOUT_FREE_ATTR, ()))
-    by_name = {buffer.name: buffer for buffer in func.buffer_params}
-    unknown = [name for name in names if name not in by_name]
+    given = tuple(layout_free if layout_free is not None else func.attrs.get(LAYOUT_FREE_ATTR, ()))
+    params = func.buffer_params
+    by_name = {buffer.name: buffer for buffer in params}
+    unknown = [
+        item
+        for item in given
+        if not (item in by_name if isinstance(item, str) else isinstance(item, int) and 0 <= item < len(params))
+    ]
     if unknown:
         raise ValueError(
             f"{func.name}: layout-free {', '.join(map(repr, unknown))} is not a buffer parameter "
             f"(parameters: {', '.join(by_name)})"
         )
+    names = tuple(item if isinstance(item, str) else params[item].name for item in given)
     root = func.root_block
     if not names or root is None or not isinstance(func.body, BlockRealize):
         return PrepackSplit(func, None)
