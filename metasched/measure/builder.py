@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import pickle
 import time
+from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any
 
@@ -124,12 +125,30 @@ def first_line(error: BaseException) -> str:
     return text[0][:300] if text else type(error).__name__
 
 
+#: Modules this worker built last, by (structural hash, target), least recently used first.
+BUILD_CACHE_SIZE = 32
+_build_cache: OrderedDict[tuple[int, str], Built] = OrderedDict()
+
+
 def build_job(key: int, job: Job) -> dict[str, Any]:
-    """Decode and build; the module stays in this worker under ``key`` until it is run."""
+    """Decode and build; the module stays in this worker under ``key`` until it is run. A
+    program this worker built before (same structural hash and target: the best few re-timed at
+    the end of a tune, say) is taken from its build cache: ``build_seconds`` 0, ``cached``."""
+    from tir.ir.structural import structural_hash
+
     start = time.perf_counter()
     try:
-        built = build_program(decode_program(job.program), job.target)
+        func = decode_program(job.program)
+        cache_key = (structural_hash(func), job.target)
+        built = _build_cache.get(cache_key)
+        if built is not None:
+            _build_cache.move_to_end(cache_key)
+            built_modules[key] = built
+            return {"build_seconds": 0.0, "cached": True}
+        built = build_program(func, job.target)
     except Exception as error:  # noqa: BLE001 - every failure is a result, never fatal
         return {"error_kind": "build", "error_msg": first_line(error), "build_seconds": time.perf_counter() - start}
-    built_modules[key] = built
+    built_modules[key] = _build_cache[cache_key] = built
+    while len(_build_cache) > BUILD_CACHE_SIZE:
+        _build_cache.popitem(last=False)
     return {"build_seconds": time.perf_counter() - start}

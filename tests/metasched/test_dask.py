@@ -82,6 +82,15 @@ def test_a_tune_through_dask_finds_the_same_best_candidate_as_the_local_pool(cli
     assert on_dask.tasks[0].best_trace.to_json() == local.tasks[0].best_trace.to_json()
 
 
+def test_a_program_measured_again_on_a_worker_comes_from_its_build_cache(client) -> None:  # noqa: ANN001
+    schedule = tir.Schedule(matmul)
+    schedule.parallel(schedule.get_loops(schedule.get_block("C"))[0])
+    measurer = Measurer("llvm", executor=client, num_threads=1, repeat=1)
+    first, again = (measurer.measure([MeasureInput(schedule.func, "llvm", reference=matmul)])[0] for _ in range(2))
+    assert first.error_kind is None and again.error_kind is None, (first.error_msg, again.error_msg)
+    assert first.build_seconds > 0 and again.build_seconds == 0.0
+
+
 def test_a_target_no_worker_serves_is_a_clear_error(client, tmp_path) -> None:  # noqa: ANN001
     with pytest.raises(NoWorkerError, match=r"aarch64.*does not declare the 'qemu_aarch64' resource"):
         metasched.tune(
