@@ -40,30 +40,10 @@ class _SymbolicReplay(Schedule):
 
 def _default_trace(func: PrimFunc, target: str) -> Trace | None:
     """The trace of the default schedule (``metasched.space.default``) of ``func``."""
-    from metasched.search.candidate import make_candidate
-    from metasched.space.default import default_decisions
-    from metasched.space.generator import SpaceGenerator
+    from metasched.space.default import default_candidate
 
-    space = SpaceGenerator()
-    try:
-        sketches = space.generate(func, target)
-    except Exception:  # noqa: BLE001 - a rule that refuses the program: no default trace
-        return None
-    postprocs = space.postprocs_for(target)
-
-    def preference(index: int) -> tuple[bool, bool]:
-        # the order default_schedule uses: padding kept as its own stage, then epilogue fused
-        kinds = {inst.kind for inst in sketches[index].instructions}
-        return ("compute_inline" in kinds, "reverse_compute_at" not in kinds)
-
-    for index in sorted(range(len(sketches)), key=preference):
-        sketch = sketches[index]
-        try:
-            candidate = make_candidate(func, sketch, index, default_decisions(sketch, target), postprocs, seed=0)
-        except Exception:  # noqa: BLE001 - Rejected or a failing replay: try the next sketch
-            continue
-        return candidate.trace
-    return None
+    candidate = default_candidate(func, target)
+    return candidate.trace if candidate is not None else None
 
 
 def _replay(func: PrimFunc, trace: Trace) -> PrimFunc:

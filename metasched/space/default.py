@@ -6,8 +6,9 @@ Decisions, per tiled block: the register tile is a vector tile on the innermost 
 accumulators the register file allows (``_register_tile``); the middle tiles are 1 and the outer
 tile takes the rest (the parallel postprocessor fuses outer tiles, so the parallel extent covers
 the cores); reductions run whole inside the tile. Unrolling: the second choice (16). Sampled
-compute locations: in place. Sketches are tried in order of preference (no inlined padding,
-then epilogue fused into the tile); the first that replays and verifies wins, and
+compute locations: in place. Sketches are tried in order of preference (weights packed into
+panels when the program has layout-free parameters -- the packing runs once; no inlined
+padding; the epilogue fused into the tile); the first that replays and verifies wins, and
 the unscheduled program is returned when none does.
 
     fast = default_schedule(func, "llvm")
@@ -20,8 +21,9 @@ from typing import Any
 from tir.ir import PrimFunc
 from tir.schedule import Trace
 from tir.target import Target
+from tir.transform.split_prepack import LAYOUT_FREE_ATTR, split_prepack
 
-__all__ = ["default_decisions", "default_schedule"]
+__all__ = ["default_candidate", "default_decisions", "default_schedule"]
 
 
 def _divisor_at_most(extent: int, limit: int, prefer: int = 1) -> int:
@@ -64,7 +66,14 @@ def default_decisions(sketch: Trace, target: str | Target = "llvm") -> dict[int,
         spatial = [(pos, inst) for pos, inst in run if inst.kwargs.get("n", 2) > 2]
         reduce = [(pos, inst) for pos, inst in run if inst.kwargs.get("n", 2) == 2]
         extents = {pos: _product(inst.decision) for pos, inst in run}
-        register_tile = _register_tile(spatial, extents, lanes)
+        if spatial and spatial[-1][1].kwargs.get("n") == 3:
+            # Packed operand: the vector loop was split by the panel width (one vector) first,
+            # so its sample counts panels; the register tile is chosen in elements.
+            vector_pos = spatial[-1][0]
+            register_tile = _register_tile(spatial, {**extents, vector_pos: extents[vector_pos] * lanes}, lanes)
+            register_tile[vector_pos] = max(1, register_tile[vector_pos] // lanes)
+        else:
+            register_tile = _register_tile(spatial, extents, lanes)
         for pos, inst in spatial:
             n = inst.kwargs["n"]
             extent = extents[pos]
@@ -135,34 +144,48 @@ def _product(values: Any) -> int:
     return total
 
 
-def _preference(sketch: Trace) -> tuple[bool, bool]:
-    """Sorting key, best first: padding kept as its own stage (inlined, its bounds checks land
-    in the innermost loop and stop vectorization), then the epilogue fused into the tile."""
+def _packs(sketch: Trace) -> bool:
+    return any(inst.kind == "transform_layout" for inst in sketch.instructions)
+
+
+def _preference(sketch: Trace, layout_free: bool) -> tuple[bool, bool, bool]:
+    """Sorting key, best first: with layout-free parameters (weights), a sketch that packs them
+    (packed once, not per call), else one that packs nothing; padding kept as its own stage
+    (inlined, its bounds checks land in the innermost loop and stop vectorization); the
+    epilogue fused into the tile."""
     kinds = {inst.kind for inst in sketch.instructions}
-    return ("compute_inline" in kinds, "reverse_compute_at" not in kinds)
+    return (_packs(sketch) != layout_free, "compute_inline" in kinds, "reverse_compute_at" not in kinds)
 
 
-def default_schedule(func: PrimFunc, target: str | Target = "llvm", space: Any = None) -> PrimFunc:
-    """``func`` scheduled by the default rules with fixed decisions; ``func`` itself when no
-    sketch replays and verifies."""
-    from metasched.search.candidate import Rejected, make_candidate
+def default_candidate(func: PrimFunc, target: str | Target = "llvm", space: Any = None) -> Any:
+    """The candidate (program and trace) ``default_schedule`` returns; None when no sketch
+    replays and verifies with the default decisions."""
+    from metasched.search.candidate import make_candidate
     from metasched.space.generator import SpaceGenerator
 
     space = space or SpaceGenerator()
     target_text = Target.parse(target).text
     try:
         sketches = space.generate(func, target_text)
-    except Exception:  # a rule that refuses this program: run it unscheduled rather than fail
-        return func
+    except Exception:  # noqa: BLE001 - a rule that refuses this program: run it unscheduled rather than fail
+        return None
     postprocs = space.postprocs_for(target_text)
-    order = sorted(range(len(sketches)), key=lambda i: _preference(sketches[i]))
+    layout_free = bool(func.attrs.get(LAYOUT_FREE_ATTR))
+    order = sorted(range(len(sketches)), key=lambda i: _preference(sketches[i], layout_free))
     for index in order:
         sketch = sketches[index]
         try:
             candidate = make_candidate(func, sketch, index, default_decisions(sketch, target_text), postprocs, seed=0)
-        except Rejected:
+        except Exception:  # noqa: BLE001 - Rejected, or a sketch that cannot take the default decisions
             continue
-        except Exception:
-            continue
-        return candidate.func
-    return func
+        if _packs(sketch) and split_prepack(candidate.func).prepack is None:
+            continue  # it packs an operand that changes from call to call: a copy per call
+        return candidate
+    return None
+
+
+def default_schedule(func: PrimFunc, target: str | Target = "llvm", space: Any = None) -> PrimFunc:
+    """``func`` scheduled by the default rules with fixed decisions; ``func`` itself when no
+    sketch replays and verifies."""
+    candidate = default_candidate(func, target, space)
+    return candidate.func if candidate is not None else func

@@ -360,6 +360,13 @@ def test_dense_epilogue_fused_at_tile() -> None:
     assert shared  # the epilogue runs inside the dense's tile loops
 
 
+def _panel_width() -> int:
+    """One float32 vector of the host (16 lanes with AVX-512, else 8): the packing rule's panel."""
+    from metasched.space.default import _vector_lanes
+
+    return _vector_lanes(TARGET)
+
+
 def _hand_decisions(sketch: Trace, n: int, row_block: int, depth: int, unroll: int = 16) -> dict[int, object]:
     """Decisions giving examples/matmul_schedule.py's shape on the packed, no-cache-write sketch."""
     decisions: dict[int, object] = {}
@@ -367,8 +374,8 @@ def _hand_decisions(sketch: Trace, n: int, row_block: int, depth: int, unroll: i
         if inst.kind == "sample_perfect_tile":
             if inst.kwargs["n"] == 4:  # i: row blocks, 4-row groups, 4 rows
                 decisions[position] = [n // row_block, 1, row_block // 4, 4]
-            elif inst.kwargs["n"] == 3:  # j panels: all in S1 (the panel width is fixed at 16)
-                decisions[position] = [1, n // 16, 1]
+            elif inst.kwargs["n"] == 3:  # j panels: all in S1 (the panel width is one vector)
+                decisions[position] = [1, n // _panel_width(), 1]
             else:  # k
                 decisions[position] = [n // depth, depth]
         elif inst.kind == "sample_categorical":
@@ -394,13 +401,14 @@ def test_hand_schedule_is_reachable() -> None:
     for postproc in default_postprocs(TARGET):
         postproc.apply(sch)
     text = sch.func.script()
-    packed = [b for b in sch.func.body.block.alloc_buffers if tuple(int(s.value) for s in b.shape) == (n // 16, n, 16)]
-    assert packed, text  # B packed into 16-column panels, contiguous in k
+    width = _panel_width()
+    packed = [b for b in sch.func.body.block.alloc_buffers if tuple(int(s.value) for s in b.shape) == (n // width, n, width)]
+    assert packed, text  # B packed into one-vector panels, contiguous in k
     update = sch.index.blocks["C"]
     loops = sch.index.loops_above(update)
     assert loops[0].kind is ForKind.PARALLEL, text
-    assert loops[-1].kind is ForKind.VECTORIZED and loops[-1].extent.value == 16, text
-    assert loops[-2].kind is ForKind.UNROLLED and loops[-2].extent.value == 4, text  # the 4 x 16 register tile
+    assert loops[-1].kind is ForKind.VECTORIZED and loops[-1].extent.value == width, text
+    assert loops[-2].kind is ForKind.UNROLLED and loops[-2].extent.value == 4, text  # the 4 x vector register tile
     assert any(r.buffer is packed[0] for r in update.block.reads)
     assert "C_init" in sch.index.blocks  # decompose_reduction
     rng = np.random.default_rng(1)
