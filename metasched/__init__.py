@@ -11,6 +11,7 @@ docs/metasched.md describes the stages (design space, search, cost model, measur
 from __future__ import annotations
 
 from metasched.database import Database, TuningRecord
+from metasched.space.tensorize import tensorize_candidates
 from metasched.task import Task, count_flops, extract_tasks
 from metasched.tune import TaskResult, TuneResult, apply_database, tune
 
@@ -25,5 +26,6 @@ __all__ = [
     "apply_database",
     "count_flops",
     "extract_tasks",
+    "tensorize_candidates",
     "tune",
 ]
