@@ -352,6 +352,25 @@ def x86_pmaddwd(a: Any, b: Any) -> np.ndarray:
     return _wrap_lanes(sums, np.int32)
 
 
+def x86_phaddd(a: Any, b: Any) -> np.ndarray:
+    """``vphaddd`` (``llvm.x86.avx2.phadd.d``; ``llvm.x86.ssse3.phadd.d.128``): adjacent int32
+    pairs summed, per 128-bit half: ``[a0+a1, a2+a3, b0+b1, b2+b3]``, then the same of lanes
+    4..7 of ``a`` and ``b`` (the 256-bit form does not cross halves); sums wrap to int32.
+    """
+    halves_a = np.asarray(a).astype(np.int64).reshape(-1, 4)
+    halves_b = np.asarray(b).astype(np.int64).reshape(-1, 4)
+    sums = np.concatenate(
+        [halves_a[:, 0::2] + halves_a[:, 1::2], halves_b[:, 0::2] + halves_b[:, 1::2]], axis=1
+    ).reshape(-1)
+    return _wrap_lanes(sums, np.int32)
+
+
+def x86_permd(values: Any, index: Any) -> np.ndarray:
+    """``vpermd`` (``llvm.x86.avx2.permd``): lane i is ``values[index[i] % 8]``, across halves."""
+    array = np.asarray(values)
+    return array[np.asarray(index).astype(np.int64) & (array.size - 1)].astype(array.dtype)
+
+
 def x86_vpdpbusd(acc: Any, a: Any, b: Any) -> np.ndarray:
     """``vpdpbusd`` (``llvm.x86.avx512.vpdpbusd.{128,256,512}``, AVX-512 VNNI / AVX-VNNI).
 
@@ -383,6 +402,9 @@ SIMD_INTRINSICS: dict[str, tuple[str, str, tuple[tuple[int, int], ...]]] = {
     "llvm.x86.sse2.pmadd.wd": ("_x86_pmaddwd", "int32", (_SHORT_PAIRS, _SHORT_PAIRS)),
     "llvm.x86.avx2.pmadd.wd": ("_x86_pmaddwd", "int32", (_SHORT_PAIRS, _SHORT_PAIRS)),
     "llvm.x86.avx512.pmaddw.d.512": ("_x86_pmaddwd", "int32", (_SHORT_PAIRS, _SHORT_PAIRS)),
+    "llvm.x86.ssse3.phadd.d.128": ("_x86_phaddd", "int32", (_ACCUMULATOR, _ACCUMULATOR)),
+    "llvm.x86.avx2.phadd.d": ("_x86_phaddd", "int32", (_ACCUMULATOR, _ACCUMULATOR)),
+    "llvm.x86.avx2.permd": ("_x86_permd", "int32", (_ACCUMULATOR, _ACCUMULATOR)),
     "llvm.x86.avx512.vpdpbusd.128": ("_x86_vpdpbusd", "int32", (_ACCUMULATOR, _BYTE_QUADS, _BYTE_QUADS)),
     "llvm.x86.avx512.vpdpbusd.256": ("_x86_vpdpbusd", "int32", (_ACCUMULATOR, _BYTE_QUADS, _BYTE_QUADS)),
     "llvm.x86.avx512.vpdpbusd.512": ("_x86_vpdpbusd", "int32", (_ACCUMULATOR, _BYTE_QUADS, _BYTE_QUADS)),
@@ -620,6 +642,8 @@ HELPERS: dict[str, Any] = {
     "_unsupported": unsupported,
     "_x86_pmaddubsw": x86_pmaddubsw,
     "_x86_pmaddwd": x86_pmaddwd,
+    "_x86_phaddd": x86_phaddd,
+    "_x86_permd": x86_permd,
     "_x86_vpdpbusd": x86_vpdpbusd,
     "_aarch64_sdot": aarch64_sdot,
     "_ramp": ramp,

@@ -11,6 +11,10 @@ same buffer parameters (shape, dtype, scope); their body is one root block whose
 ``T.writes`` state the regions the intrinsic touches. ``tensorize`` matches a block against
 ``desc`` and replaces its body with ``impl``. Registering an intrinsic needs no compiler change.
 
+An intrinsic exact only on part of an operand's dtype range says so with ``operand_ranges``
+(``{"A": (0, 127)}``); ``check_operand_ranges(intrin, func, binding)`` (``tir.intrin.ranges``)
+says whether a program's declared value ranges (``T.func_attr({"value_ranges": {...}})``) fit.
+
 The built-in intrinsics (x86-64, AArch64, NVIDIA) register themselves when ``tir.intrin`` is
 imported.
 """
@@ -18,7 +22,7 @@ imported.
 from __future__ import annotations
 
 import difflib
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from tir.ir import PrimFunc
@@ -35,7 +39,10 @@ class TensorIntrin:
 
     ``required_features``: target features (``"avx2"``, ``"dotprod"``) the implementation needs;
     ``isa``: the instruction set it is for (``"x86_64"``, ``"aarch64"``, ``"cuda"``), or ``""``
-    for any. ``available(target)`` says whether a target can run it.
+    for any. ``available(target)`` says whether a target can run it. ``operand_ranges``: the
+    inclusive ``(low, high)`` value range an integer operand (a desc parameter name) must keep for
+    the implementation to compute what the desc says; an operand not listed may hold any value of
+    its dtype (see ``tir.intrin.ranges.check_operand_ranges``).
     """
 
     name: str
@@ -45,6 +52,7 @@ class TensorIntrin:
     required_features: tuple[str, ...] = ()
     doc: str = ""
     extra_check: Callable[[Target], bool] | None = field(default=None, compare=False)
+    operand_ranges: dict[str, tuple[int, int]] = field(default_factory=dict, compare=False)
 
     def available(self, target: str | Target | None) -> bool:
         resolved = Target.parse(target)
@@ -66,9 +74,12 @@ class TensorIntrin:
         doc: str = "",
         override: bool = False,
         extra_check: Callable[[Target], bool] | None = None,
+        operand_ranges: Mapping[str, tuple[int, int]] | None = None,
     ) -> TensorIntrin:
         """Register ``desc`` / ``impl`` under ``name``; refuses a second registration unless
-        ``override``. Checks that both have buffer parameters of the same shapes and dtypes."""
+        ``override``. Checks that both have buffer parameters of the same shapes and dtypes, and
+        that ``operand_ranges`` (``{"A": (0, 127)}``) names integer desc parameters with ranges
+        inside their dtypes."""
         if not isinstance(desc, PrimFunc) or not isinstance(impl, PrimFunc):
             raise IntrinError(f"intrinsic {name!r}: desc and impl must be @T.script functions")
         if name in _REGISTRY and not override:
@@ -84,7 +95,8 @@ class TensorIntrin:
                     f"intrinsic {name!r}: parameter {d.name} is {d.dtype}{list(map(str, d.shape))} in desc "
                     f"but {i.dtype}{list(map(str, i.shape))} in impl"
                 )
-        intrin = TensorIntrin(name, desc, impl, isa, tuple(required_features), doc, extra_check)
+        ranges = _check_operand_ranges(name, desc, operand_ranges or {})
+        intrin = TensorIntrin(name, desc, impl, isa, tuple(required_features), doc, extra_check, ranges)
         _REGISTRY[name] = intrin
         return intrin
 
@@ -108,6 +120,27 @@ class TensorIntrin:
         return sorted(name for name, intrin in _REGISTRY.items() if intrin.available(target))
 
 
+def _check_operand_ranges(
+    name: str, desc: PrimFunc, operand_ranges: Mapping[str, tuple[int, int]]
+) -> dict[str, tuple[int, int]]:
+    from tir.intrin.ranges import parse_range
+
+    by_name = {buffer.name: buffer for buffer in desc.buffer_params}
+    checked = {}
+    for operand, value in operand_ranges.items():
+        buffer = by_name.get(operand)
+        if buffer is None or not buffer.dtype.is_integer:
+            raise IntrinError(
+                f"intrinsic {name!r}: operand_ranges names {operand!r}, which is not an integer buffer "
+                f"parameter of its desc (parameters: {', '.join(by_name)})"
+            )
+        try:
+            checked[operand] = parse_range(value, buffer.dtype, f"intrinsic {name!r}: operand_ranges of {operand}")
+        except ValueError as error:
+            raise IntrinError(str(error)) from None
+    return checked
+
+
 _REGISTRY: dict[str, TensorIntrin] = {}
 _BUILTINS_LOADED = False
 
@@ -128,4 +161,6 @@ def _load_builtins() -> None:
                 raise
 
 
-__all__ = ["IntrinError", "TensorIntrin"]
+from tir.intrin.ranges import VALUE_RANGES_ATTR, check_operand_ranges, declared_value_ranges  # noqa: E402
+
+__all__ = ["VALUE_RANGES_ATTR", "IntrinError", "TensorIntrin", "check_operand_ranges", "declared_value_ranges"]

@@ -17,10 +17,26 @@
     SATURATES each pair sum ``A[2m]*B[2m] + A[2m+1]*B[2m+1]`` to int16: with uint8 values up to
     255 the sum reaches 2 * 255 * 128 = 65280 > 32767 and is clamped, so the result is wrong.
     With ``A < 128`` the pair sum is at most 2 * 127 * 128 = 32512 in magnitude: exact. A desc
-    cannot state a value range, so tensorize matches any uint8 x int8 dot; the caller keeps the
+    cannot state a value range, so tensorize matches any uint8 x int8 dot; the registration
+    states it instead (``operand_ranges={"A": (0, 127)}``), and the tuner picks this intrinsic
+    only for a program that declares its operand fits (``T.func_attr({"value_ranges": {"A":
+    (0, 127)}})``; ``tir.intrin.ranges.check_operand_ranges``). By hand, the caller keeps the
     contract (quantize activations to [0, 127], as int8 inference libraries do for this
     instruction) and can check data with :func:`check_u7_operand`. A violating input gives the
     saturated result :func:`u7s8_dot_reference` computes (the interpreter computes it too).
+
+``x86_avx2_s8s8s32_dot_8x4`` and ``x86_avx2_u8s8s32_dot_8x4``
+    The same desc (int8 ``A`` for the first, uint8 for the second), EXACT for every input, on
+    AVX2 alone: the 32 bytes of B are sign-extended to int16 in two halves (``vpmovsxbw``), A's
+    four values widened the same way (sign- or zero-extended), and each half goes through
+    ``vpmaddwd`` (``llvm.x86.avx2.pmadd.wd``): int16 x int16 products, summed in pairs into
+    int32 with no saturation (a pair sum is at most 2 * 128 * 128 = 32768 in magnitude, and
+    2 * 255 * 128 for uint8 A). Each lane of C needs two pair sums: ``vphaddd``
+    (``llvm.x86.avx2.phadd.d``) adds them, leaving the lanes in the order 0 1 4 5 2 3 6 7 (it
+    works within 128-bit halves), which ``vpermd`` (``llvm.x86.avx2.permd``) puts back before
+    the add into C. About twice the instructions of the u7 form per step: use these for
+    full-range data (quantized models with int8 activations, or uint8 beyond 127). Need
+    ``avx2``.
 
 ``x86_avx512vnni_u8s8s32_dot_8x4``
     The same desc, the full uint8 range: one ``vpdpbusd`` (``llvm.x86.avx512.vpdpbusd.256``,
@@ -42,10 +58,13 @@ import numpy as np
 import tir.script as T
 from tir.intrin import IntrinError, TensorIntrin
 from tir.intrin._templates import fma_f32_tile
+from tir.ir import PrimFunc
 
 __all__ = [
     "AVX2_FMA_F32",
+    "AVX2_S8S8_DOT",
     "AVX2_U7S8_DOT",
+    "AVX2_U8S8_DOT",
     "VNNI_U8S8_DOT",
     "check_u7_operand",
     "u7s8_dot_reference",
@@ -54,6 +73,8 @@ __all__ = [
 AVX2_FMA_F32 = "x86_avx2_fma_f32_4x16x4"
 AVX2_U7S8_DOT = "x86_avx2_u7s8s32_dot_8x4"
 VNNI_U8S8_DOT = "x86_avx512vnni_u8s8s32_dot_8x4"
+AVX2_S8S8_DOT = "x86_avx2_s8s8s32_dot_8x4"
+AVX2_U8S8_DOT = "x86_avx2_u8s8s32_dot_8x4"
 
 #: The largest uint8 value the AVX2 dot product is exact for (2 * 127 * 128 <= 32767).
 U7_MAX = 127
@@ -109,6 +130,58 @@ def _dot_u8s8_vnni_impl(A: T.Buffer((1, 4), "uint8"), B: T.Buffer((1, 1, 32), "i
         )
 
 
+def _widening_dot_desc_impl(name: str, a_dtype: str) -> tuple[PrimFunc, PrimFunc]:
+    """The exact 8 x 4 dot product of ``a_dtype`` A and int8 B into int32 C (the u8s8 desc's
+    shapes): widen to int16, ``vpmaddwd`` per half of B, ``vphaddd`` + ``vpermd`` to finish."""
+
+    @T.script
+    def desc(A: T.Buffer((1, 4), a_dtype), B: T.Buffer((1, 1, 32), "int8"), C: T.Buffer((1, 8), "int32")):
+        with T.block("root"):
+            T.reads(C[0, 0:8], A[0, 0:4], B[0, 0, 0:32])
+            T.writes(C[0, 0:8])
+            for i, k in T.grid(8, 4):
+                with T.block("update"):
+                    vi, vk = T.remap("SR", i, k)
+                    C[0, vi] = C[0, vi] + T.cast(A[0, vk], "int32") * T.cast(B[0, 0, vi * 4 + vk], "int32")
+
+    @T.script
+    def impl(A: T.Buffer((1, 4), a_dtype), B: T.Buffer((1, 1, 32), "int8"), C: T.Buffer((1, 8), "int32")):
+        with T.block("root"):
+            T.reads(C[0, 0:8], A[0, 0:4], B[0, 0, 0:32])
+            T.writes(C[0, 0:8])
+            # Lanes 0-3 of C from the first 16 bytes of B, lanes 4-7 from the last 16: per half,
+            # int32 lane j holds the pair sum of C lane j // 2 (products k = 0, 1 or k = 2, 3).
+            # vphaddd adds the pairs within 128-bit halves: lanes come out as 0 1 4 5 2 3 6 7,
+            # and vpermd with those positions puts them back in order.
+            C[0, T.ramp(0, 1, 8)] = C[0, T.ramp(0, 1, 8)] + T.call_llvm_pure_intrin(
+                "int32x8",
+                "llvm.x86.avx2.permd",
+                T.call_llvm_pure_intrin(
+                    "int32x8",
+                    "llvm.x86.avx2.phadd.d",
+                    T.call_llvm_pure_intrin(
+                        "int32x8",
+                        "llvm.x86.avx2.pmadd.wd",
+                        T.cast(B[0, 0, T.ramp(0, 1, 16)], "int16x16"),
+                        T.cast(A[0, T.ramp(0, 1, 16) % 4], "int16x16"),
+                    ),
+                    T.call_llvm_pure_intrin(
+                        "int32x8",
+                        "llvm.x86.avx2.pmadd.wd",
+                        T.cast(B[0, 0, T.ramp(16, 1, 16)], "int16x16"),
+                        T.cast(A[0, T.ramp(0, 1, 16) % 4], "int16x16"),
+                    ),
+                ),
+                T.ramp(0, 1, 8) % 2 + T.ramp(0, 1, 8) // 4 * 2 + T.ramp(0, 1, 8) // 2 % 2 * 4,
+            )
+
+    return desc.replace(name=f"{name}_desc"), impl.replace(name=f"{name}_impl")
+
+
+_s8s8_desc, _s8s8_impl = _widening_dot_desc_impl(AVX2_S8S8_DOT, "int8")
+_u8s8_desc, _u8s8_impl = _widening_dot_desc_impl(AVX2_U8S8_DOT, "uint8")
+
+
 def check_u7_operand(values: np.ndarray, name: str = "A") -> None:
     """Raise ``IntrinError`` unless every value of ``values`` (the uint8 operand of
     ``x86_avx2_u7s8s32_dot_8x4``) is below 128, the range in which the intrinsic is exact."""
@@ -149,6 +222,7 @@ TensorIntrin.register(
     isa="x86_64",
     required_features=("avx2",),
     doc="int32 C[8] += uint8 A[4] . int8 B[8, 4] (vpmaddubsw + vpmaddwd); exact only for A < 128",
+    operand_ranges={"A": (0, U7_MAX)},
 )
 TensorIntrin.register(
     VNNI_U8S8_DOT,
@@ -157,4 +231,20 @@ TensorIntrin.register(
     isa="x86_64",
     required_features=("avx512vnni", "avx512vl"),
     doc="int32 C[8] += uint8 A[4] . int8 B[8, 4] (vpdpbusd, 256-bit); exact for all inputs",
+)
+TensorIntrin.register(
+    AVX2_S8S8_DOT,
+    _s8s8_desc,
+    _s8s8_impl,
+    isa="x86_64",
+    required_features=("avx2",),
+    doc="int32 C[8] += int8 A[4] . int8 B[8, 4] (int16 widening + vpmaddwd + vphaddd); exact for all inputs",
+)
+TensorIntrin.register(
+    AVX2_U8S8_DOT,
+    _u8s8_desc,
+    _u8s8_impl,
+    isa="x86_64",
+    required_features=("avx2",),
+    doc="int32 C[8] += uint8 A[4] . int8 B[8, 4] (int16 widening + vpmaddwd + vphaddd); exact for all inputs",
 )
