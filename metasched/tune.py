@@ -184,6 +184,7 @@ def tune(
     measure_default: bool = True,
     on_progress: Callable[[TuneStatus], None] | None = None,
     stop_on_interrupt: bool = False,
+    intrinsics: Sequence[str] | None = None,
 ) -> TuneResult:
     """Tune a program (or every function of a module, or a list of ``Task``) for ``target``.
 
@@ -202,7 +203,10 @@ def tune(
     first; see the module docstring). ``on_progress`` receives a ``TuneStatus`` after every
     batch and phase change. ``stop_on_interrupt``: Ctrl-C (KeyboardInterrupt) ends the run with
     what was measured (``TuneResult.interrupted``) instead of raising; the database keeps every
-    finished measurement either way.
+    finished measurement either way. ``intrinsics``: names of tensor intrinsics
+    (``tir.TensorIntrin``); the blocks they fit get only candidates tensorized with them
+    (``metasched.tensorize_candidates`` says which blocks fit and why the others do not); by
+    default the target's own intrinsics are used (``space`` then keeps its own setting).
     """
     from metasched.database import Database, TuningRecord
     from metasched.measure import MeasureInput, Measurer
@@ -221,6 +225,14 @@ def tune(
     start = time.perf_counter()
     database = Database(work_dir if work_dir is not None else tempfile.mkdtemp(prefix="metasched-"))
     model = _make_cost_model(cost_model, seed)
+    if intrinsics is not None:
+        from tir.intrin import TensorIntrin
+
+        for name in intrinsics:
+            TensorIntrin.get(name)  # an unknown name fails now, with the closest names
+        if space is not None:
+            raise ValueError("pass intrinsics= to the SpaceGenerator given as space=, not to tune")
+        space = SpaceGenerator(intrinsics=intrinsics)
     space = space or SpaceGenerator()
     owns_measurer = measurer is None
     measurer = measurer or Measurer(target_text, executor=executor, num_threads=num_threads)

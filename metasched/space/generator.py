@@ -27,8 +27,10 @@ __all__ = ["SpaceGenerator"]
 
 
 class SpaceGenerator:
-    """Sketches from ``rules`` (default: ``default_rules(target)``); ``postprocs`` (default:
-    ``default_postprocs(target)``) finish each candidate."""
+    """Sketches from ``rules`` (default: ``default_rules(target, intrinsics)``); ``postprocs``
+    (default: ``default_postprocs(target)``) finish each candidate. ``intrinsics``: the tensor
+    intrinsics the default rules tensorize with (the blocks they fit get only tensorized
+    sketches); default: the target's own (``multi_level_tiling_intrin.default_intrinsics``)."""
 
     def __init__(
         self,
@@ -36,14 +38,16 @@ class SpaceGenerator:
         postprocs: Sequence[Postproc] | None = None,
         max_sketches: int = 64,
         seed: int = 0,
+        intrinsics: Sequence[str] | None = None,
     ) -> None:
         self.rules = list(rules) if rules is not None else None
         self._postprocs = list(postprocs) if postprocs is not None else None
         self.max_sketches = max_sketches
         self.seed = seed
+        self.intrinsics = list(intrinsics) if intrinsics is not None else None
 
     def rules_for(self, target: str | Target) -> list[SketchRule]:
-        return self.rules if self.rules is not None else default_rules(target)
+        return self.rules if self.rules is not None else default_rules(target, self.intrinsics)
 
     def postprocs_for(self, target: str | Target) -> list[Postproc]:
         return self._postprocs if self._postprocs is not None else default_postprocs(target)

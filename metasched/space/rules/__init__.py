@@ -12,7 +12,7 @@ replays with new sampling decisions.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from tir.schedule import Schedule, ScheduleError
@@ -45,21 +45,28 @@ def try_on_copy(sch: Schedule, step: Callable[[Schedule], Any]) -> Schedule | No
     return other
 
 
-def default_rules(target: str | Target) -> list[SketchRule]:
+def default_rules(target: str | Target, intrinsics: Sequence[str] | None = None) -> list[SketchRule]:
     """The CPU rules, in the order they run on each block: auto-inline, add-rfactor,
-    multi-level tiling, parallel-vectorize-unroll (root block), random compute location."""
+    multi-level tiling with a tensor intrinsic (when the target has intrinsics it uses by
+    default, or ``intrinsics`` names some), multi-level tiling, parallel-vectorize-unroll (root
+    block), random compute location."""
     from metasched.space.rules.add_rfactor import AddRFactor
     from metasched.space.rules.auto_inline import AutoInline
     from metasched.space.rules.multi_level_tiling import MultiLevelTiling
+    from metasched.space.rules.multi_level_tiling_intrin import MultiLevelTilingWithIntrin, default_intrinsics
     from metasched.space.rules.parallel_vectorize_unroll import ParallelVectorizeUnroll
     from metasched.space.rules.random_compute_location import RandomComputeLocation
 
     parsed = Target.parse(target)
     if not parsed.is_cpu:
         raise ValueError(f"metasched has design-space rules for CPU (llvm) targets only, got {parsed.text!r}")
+    with_intrin: list[SketchRule] = []
+    if intrinsics is not None or default_intrinsics(parsed):
+        with_intrin.append(MultiLevelTilingWithIntrin(parsed, intrinsics))
     return [
         AutoInline(),
         AddRFactor(parsed),
+        *with_intrin,
         MultiLevelTiling(parsed),
         ParallelVectorizeUnroll(parsed),
         RandomComputeLocation(),

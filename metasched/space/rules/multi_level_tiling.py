@@ -159,6 +159,14 @@ class MultiLevelTiling(SketchRule):
 
     # ---------------------------------------------------------------- the sketch
 
+    def tile(self, sch: Schedule, block: BlockRV, level: int | None = None) -> None:
+        """Tile ``block`` (iterators bound 1:1 to a perfect loop nest) "SSRSRS" without packing;
+        ``level`` 1 or 2: an output cache (or the only injective consumer) at that tile level.
+        Other rules tile a block they made this way (the multi-level tiling with an intrinsic
+        tiles the loops outside the intrinsic)."""
+        info = block_info(sch, block)
+        self._tile(sch, block, info, None, level, level is not None and self._fusible_consumer(sch, info))
+
     def _tile(
         self,
         sch: Schedule,
