@@ -520,11 +520,15 @@ def _match(func: PrimFunc, block_name: str, intrin: TensorIntrin) -> TensorizeCa
         buffer = pattern.roles[id(param)]
         indices = pattern.loads[id(param)]
         used = sorted({group_of_iter[k] for k, iv in enumerate(block.iter_vars) if id(iv.var) in _vars_in(indices)})
-        fused_form = _in_fused_form(indices, block, order, used, buffer)
-        final = _final_layout(param, desc_access[id(param)], used, groups, group_of_desc, desc_iter_index, desc)
+        dims_order = _fused_dims(indices, block, group_of_iter, order, used, buffer)
+        layout_args = (param, desc_access[id(param)])
+        layout_rest = (groups, group_of_desc, desc_iter_index, desc)
+        final = _final_layout(*layout_args, dims_order or used, *layout_rest)
         padded = any(groups[g].padded_extent != groups[g].extent for g in used)
         is_param = any(buffer is p for p in func.params)
-        reindex = not fused_form or (final is not None and not padded and is_param)
+        reindex = dims_order is None or (final is not None and not padded and is_param)
+        if reindex:  # the copy's dimensions are the groups in order (fuse_map below)
+            final = _final_layout(*layout_args, used, *layout_rest)
         fuse_map = None
         if reindex:
             dims = [k for k in range(len(block.iter_vars)) if group_of_iter[k] in used]
@@ -582,21 +586,30 @@ def _mixed_radix(names: Sequence[str], extents: Sequence[int]) -> str:
     return text
 
 
-def _in_fused_form(
-    indices: tuple[PrimExpr, ...], block: Block, order: list[list[int]], used: list[int], buffer: Buffer
-) -> bool:
-    """Whether the access is already one plain index per fused iterator, in group order, over
-    the whole buffer (then it needs no copy to be in fused form)."""
+def _fused_dims(
+    indices: tuple[PrimExpr, ...],
+    block: Block,
+    group_of_iter: Mapping[int, int],
+    order: list[list[int]],
+    used: list[int],
+    buffer: Buffer,
+) -> list[int] | None:
+    """The group of each dimension when the access is already one plain index per fused
+    iterator (in any order) over the whole buffer -- it needs no copy to be in fused form --
+    else None."""
     if len(indices) != len(used):
-        return False
-    for index, g, size in zip(indices, used, buffer.shape):
-        members = order[g]
-        if len(members) != 1:
-            return False
-        iv = block.iter_vars[members[0]]
-        if index is not iv.var or _const(size) != _const(iv.dom.extent):
-            return False
-    return True
+        return None
+    position = {id(iv.var): k for k, iv in enumerate(block.iter_vars)}
+    dims = []
+    for index, size in zip(indices, buffer.shape):
+        k = position.get(id(index)) if isinstance(index, Var) else None
+        if k is None:
+            return None
+        g = group_of_iter[k]
+        if len(order[g]) != 1 or _const(size) != _const(block.iter_vars[k].dom.extent):
+            return None
+        dims.append(g)
+    return dims if sorted(dims) == used else None
 
 
 def _final_layout(
