@@ -13,6 +13,10 @@ loading skips with a warning (reads take the shared lock, so a line being writte
 mistaken for a cut one). A Database re-reads what other processes appended when queried.
 Records are keyed by workload hash and the full target string: a schedule tuned for one target
 is never applied to another.
+
+A record timed under an emulator (an AArch64 target run under qemu on an x86-64 machine) says
+``"emulated": true``; records without the field (all older ones) were timed natively. Ranking
+(``get_top_k``) uses emulated timings only for a workload and target with no native timing.
 """
 
 from __future__ import annotations
@@ -54,6 +58,7 @@ class TuningRecord:
     error_kind: str | None = None
     error_msg: str = ""
     timestamp: float = 0.0
+    emulated: bool = False  # timed under an emulator (qemu), not on the target's hardware
 
     @property
     def is_valid(self) -> bool:
@@ -164,6 +169,7 @@ class Database:
                     error_kind=item.get("error_kind"),
                     error_msg=str(item.get("error_msg", "")),
                     timestamp=float(item.get("timestamp", 0.0)),
+                    emulated=bool(item.get("emulated", False)),
                 )
             except (KeyError, TypeError, ValueError):
                 warnings.warn(f"{self._record_file.path}: skipping a record with missing fields", stacklevel=2)
@@ -187,7 +193,10 @@ class Database:
         """Append one measured candidate; it is on disk when this returns."""
         if not record.timestamp:
             record = TuningRecord(**{**asdict(record), "timestamp": time.time()})
-        self._record_file.append(asdict(record))
+        item = asdict(record)
+        if not item["emulated"]:
+            del item["emulated"]  # native timings keep the format older readers know
+        self._record_file.append(item)
         self._refresh()  # reads our own line back (and anything others appended)
 
     # ---------------------------------------------------------------- reading
@@ -227,9 +236,13 @@ class Database:
 
         A program measured more than once (the tuner re-times its best few at the end) counts
         with the median of its valid measurements, so one lucky measurement cannot make it the
-        best; a program that ever computed a wrong result or crashed is left out."""
+        best; a program that ever computed a wrong result or crashed is left out. Timings under
+        an emulator count only when the workload has no native timing for ``target``."""
+        records = self.records(func_or_hash, target)
+        if any(r.emulated and r.is_valid for r in records) and any(not r.emulated and r.is_valid for r in records):
+            records = [r for r in records if not (r.emulated and r.is_valid)]
         groups: dict[str, list[TuningRecord]] = {}
-        for record in self.records(func_or_hash, target):
+        for record in records:
             groups.setdefault(record.trace_json, []).append(record)
         programs = []
         for group in groups.values():

@@ -15,6 +15,11 @@ Then per batch: the task scheduler picks a task, its search strategy proposes ca
 and runs them in worker processes and checks their outputs against the unscheduled program, every
 result goes to the database, and the cost model learns from it. ``on_progress`` receives a
 ``TuneStatus`` after every batch (the command line's live table is drawn from it).
+
+An AArch64 target on an x86-64 machine runs end to end: candidates are cross-compiled and run
+under qemu (``metasched.measure``), checked like any other; their timings are marked emulated in
+the database, in ``TaskResult.emulated`` and in every line printed, since they rank schedules by
+how fast this machine emulates them, not by AArch64 speed.
 """
 
 from __future__ import annotations
@@ -37,7 +42,10 @@ from tir.ir import IRModule, PrimFunc
 from tir.schedule import Schedule, Trace
 from tir.target import Target
 
-__all__ = ["TaskResult", "TuneResult", "TuneStatus", "apply_database", "tune"]
+__all__ = ["EMULATED_NOTE", "TaskResult", "TuneResult", "TuneStatus", "apply_database", "tune"]
+
+#: Printed after a latency timed under an emulator.
+EMULATED_NOTE = "(emulated under qemu: not the target's speed)"
 
 
 @dataclass
@@ -57,6 +65,7 @@ class TaskResult:
     rejects: Counter[str] = field(default_factory=Counter)  # candidates dropped before measuring, by reason
     default_seconds: float | None = None  # the default schedule's measured latency (coverage)
     known_trials: int = 0  # measurements of this task already in the database when the run began
+    emulated: bool = False  # best_seconds was timed under an emulator (qemu), not on the target's hardware
 
     @property
     def gflops(self) -> float | None:
@@ -105,6 +114,8 @@ class TuneResult:
         lines = [f"{self.trials} trials in {self.wall_seconds:.1f} s ({self.trials_per_minute:.0f}/min)"]
         for task in self.tasks:
             best = f"{task.best_seconds * 1e3:.3f} ms, {task.gflops:.1f} GFLOP/s" if task.best_seconds else "none valid"
+            if task.best_seconds and task.emulated:
+                best += f" {EMULATED_NOTE}"
             lines.append(f"  {task.name}: {task.trials} trials, best {best}")
             if task.errors:
                 lines.append("    measured failures: " + ", ".join(f"{k} {v}" for k, v in task.errors.items()))
@@ -236,6 +247,12 @@ def tune(
     space = space or SpaceGenerator()
     owns_measurer = measurer is None
     measurer = measurer or Measurer(target_text, executor=executor, num_threads=num_threads)
+    resolved = Target.parse(target_text)
+    if owns_measurer and executor is None and resolved.isa == "aarch64" != Target.host().isa:
+        log(
+            f"target {target_text!r} is {resolved.isa}; this machine is {Target.host().isa}: candidates run under "
+            "qemu, checked for correctness; their timings are emulated (marked so)"
+        )
 
     strategies: list[SearchStrategy] = []
     results: list[TaskResult] = []
@@ -261,6 +278,7 @@ def tune(
             if best:
                 progress[-1].history.append((0, best[0].seconds))
                 result.best_seconds = best[0].seconds
+                result.emulated = best[0].emulated
             log(f"[{task.name}] warm start from {len(known)} records in the database")
         log(f"[{task.name}] {len(sketches)} sketches, {task.flops / 1e9:.3f} GFLOP per run")
 
@@ -293,6 +311,7 @@ def tune(
                 error_kind=outcome.error_kind,
                 error_msg=outcome.error_msg,
                 timestamp=time.time(),
+                emulated=bool(getattr(outcome, "emulated", False)),
             )
         )
         if outcome.build_seconds:
@@ -304,6 +323,7 @@ def tune(
             result.best_seconds = outcome.seconds
             result.best_trace = candidate.trace
             result.best_func = candidate.func
+            result.emulated = bool(getattr(outcome, "emulated", False))
         return outcome.seconds  # type: ignore[no-any-return]
 
     try:
@@ -326,6 +346,8 @@ def tune(
                     progress[index].trials = results[index].trials
                     progress[index].history.append((results[index].trials, best if best is not None else math.inf))
                     shown = f"{seconds * 1e3:.3f} ms" if seconds is not None else f"failed ({outcome.error_kind})"
+                    if seconds is not None and getattr(outcome, "emulated", False):
+                        shown += f" {EMULATED_NOTE}"
                     log(f"[{tasks[index].name}] default schedule: {shown}")
                     report(index)
             if defaults:
@@ -366,6 +388,8 @@ def tune(
             progress[index].history.append((result.trials, best))
             elapsed = time.perf_counter() - start
             shown = f"{best * 1e3:.3f} ms ({task.flops / best / 1e9:.1f} GFLOP/s)" if math.isfinite(best) else "none"
+            if math.isfinite(best) and result.emulated:
+                shown += f" {EMULATED_NOTE}"
             log(
                 f"[{task.name}] trials {result.trials} (total {total}{'/' + str(trials) if trials else ''}), "
                 f"best {shown}, {elapsed:.0f} s (search {search_seconds:.1f} s, measure {measure_seconds:.1f} s)"
@@ -487,6 +511,7 @@ def _settle_best(task: Task, result: TaskResult, database: Any, target: str, mea
                 error_kind=outcome.error_kind,
                 error_msg=outcome.error_msg,
                 timestamp=time.time(),
+                emulated=bool(getattr(outcome, "emulated", False)),
             )
         )
         if outcome.error_kind is not None:
@@ -502,8 +527,10 @@ def _settle_best(task: Task, result: TaskResult, database: Any, target: str, mea
         result.best_seconds = record.seconds
         result.best_trace = Trace.from_json(record.trace_json)
         result.best_func = functions[record.trace_json]
+        result.emulated = record.emulated
         return
     result.best_seconds = result.best_trace = result.best_func = None
+    result.emulated = False
 
 
 def _replay(func: PrimFunc, trace: Trace) -> PrimFunc | None:

@@ -4,7 +4,8 @@ anywhere else (a pipe, a log file, CI).
 Both draw from ``metasched.TuneStatus``: per task the trials (this run's and the database's
 earlier ones), the best latency, GFLOP/s, the task's share of the model's time (weight times
 best latency, over the sum) and the gain over its default schedule; for the run the trials
-against the budget, the elapsed time, an ETA and the model's estimated latency.
+against the budget, the elapsed time, an ETA and the model's estimated latency. A latency timed
+under an emulator (an AArch64 target under qemu) is followed by "(qemu)".
 """
 
 from __future__ import annotations
@@ -54,6 +55,12 @@ def _ms(seconds: float | None) -> str:
     return f"{seconds * 1e3:.3f}" if seconds else "-"
 
 
+def _best_ms(task: Any) -> str:
+    """A task's best latency in ms, marked when it was timed under an emulator."""
+    text = _ms(task.best_seconds)
+    return f"{text} (qemu)" if task.best_seconds and getattr(task, "emulated", False) else text
+
+
 def _task_rows(tasks: list[Any]) -> list[dict[str, str]]:
     total = sum(t.weight * t.best_seconds for t in tasks if t.best_seconds) or math.inf
     rows = []
@@ -64,7 +71,7 @@ def _task_rows(tasks: list[Any]) -> list[dict[str, str]]:
                 "task": task.name,
                 "calls": f"{task.weight:g}",
                 "trials": f"{task.known_trials + task.trials}",
-                "best ms": _ms(task.best_seconds),
+                "best ms": _best_ms(task),
                 "GFLOP/s": f"{task.gflops:.1f}" if task.gflops else "-",
                 "share": f"{share * 100:.1f}%" if share is not None else "-",
                 "gain": f"{task.gain:.2f}x" if task.gain else "-",
@@ -118,7 +125,7 @@ class PlainLines:
         line = f"[{format_seconds(status.elapsed):>6}] {_footer(status)}"
         if task_index is not None:
             task = status.tasks[task_index]
-            line += f" | last {task.name}: {task.trials} trials, best {_ms(task.best_seconds)} ms"
+            line += f" | last {task.name}: {task.trials} trials, best {_best_ms(task)} ms"
         print(line, file=self.stream, flush=True)
         self._last_print = time.monotonic()
 

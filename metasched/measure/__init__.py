@@ -15,6 +15,13 @@ failure is a result, never an exception: a build error ("build"), an exception w
 Stages: ``builder`` (the plain data a candidate travels as, and building), ``runner`` (inputs,
 the check, the timing), ``executors`` (the local pool of worker processes, and
 ``measure_batch``, the unit of work of any ``concurrent.futures.Executor``).
+
+An AArch64 target on an x86-64 machine is measured under ``qemu-aarch64 -cpu max``
+(``tir.runtime.aarch64``): candidates are cross-compiled, checked against the unscheduled
+program like any other, and their timings come back with ``emulated=True`` -- good for
+correctness and for the tuner's plumbing, not for ranking schedules by AArch64 speed (measure on
+an ARM machine through an executor for that). A local ``Measurer`` for such a target checks the
+cross toolchain and qemu at once: a missing tool is an ``AArch64ToolchainError`` naming it.
 """
 
 from __future__ import annotations
@@ -48,6 +55,22 @@ class MeasureResult:
     error_msg: str = ""
     build_seconds: float = 0.0
     emulated: bool = False  # timed under an emulator (an AArch64 target on a qemu worker)
+
+
+def _check_local_tools(target: str) -> None:
+    """Raise ``AArch64ToolchainError`` (one line, naming what is missing) when this machine
+    cannot run ``target``'s code under qemu; nothing for a target it runs natively."""
+    from tir.target import Target
+
+    resolved = Target.parse(target)
+    if resolved.isa != "aarch64" or Target.host().isa == "aarch64":
+        return
+    from tir.runtime.aarch64 import AArch64ToolchainError, find_toolchain
+
+    try:
+        find_toolchain()
+    except AArch64ToolchainError as error:
+        raise AArch64ToolchainError(f"cannot measure target {resolved.text!r} on this machine: {error}") from None
 
 
 def _default_workers() -> int:
@@ -98,6 +121,8 @@ class Measurer:
         if timeout <= 0:
             raise ValueError(f"timeout must be positive, got {timeout}")
         self.target = target
+        if executor is None:
+            _check_local_tools(target)
         if is_dask_client(executor):
             from metasched.measure.dask_executor import DaskExecutor
 

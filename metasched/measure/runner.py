@@ -3,13 +3,20 @@
 Inputs are made from the signature alone, deterministically (the same for a candidate and its
 reference): floats standard normal, narrow integers (quantized data) in [-8, 8), 32- and 64-bit
 integers (mostly indices and shapes) in [0, 8), so that neither overflows nor an index read
-from data leaves a buffer. Outputs start as NaN, so an element a wrong schedule never writes
-shows up -- unless the unscheduled program itself leaves NaN in an output (it reads its output
-before writing it, or skips elements, or computes NaN): then the outputs of the reference and
-of every candidate start from their random values instead.
+from data leaves a buffer; a parameter whose value range the program declares
+(``T.func_attr({"value_ranges": {"A": (0, 127)}})``, ``tir.intrin.ranges``) takes values from
+all of that range, so a candidate relying on the declaration is checked where it matters.
+Outputs start as NaN, so an element a wrong schedule never writes shows up -- unless the
+unscheduled program itself leaves NaN in an output (it reads its output before writing it, or
+skips elements, or computes NaN): then the outputs of the reference and of every candidate
+start from their random values instead.
 
     reference = compute_reference(encode_program(unscheduled), "llvm")
     run_job(7, job, reference)     # {"seconds": 1.2e-3} or {"error_kind": "wrong", ...}
+
+A module built for AArch64 on another machine runs under qemu (``tir.runtime.aarch64``): it is
+checked like any other, and its timing comes back marked ``"emulated": True`` (it measures this
+machine translating AArch64 code, not an AArch64 CPU; the cache flush is skipped there).
 """
 
 from __future__ import annotations
@@ -75,6 +82,7 @@ def make_arguments(func: Any, nan_outputs: bool = True) -> tuple[list[np.ndarray
     from tir.runtime.module import param_specs
 
     rng = np.random.default_rng(0)
+    declared = _declared_ranges(func)
     arrays = []
     for spec in param_specs(func):
         if spec.from_shapes:
@@ -83,6 +91,10 @@ def make_arguments(func: Any, nan_outputs: bool = True) -> tuple[list[np.ndarray
             raise ValueError(f"parameter {spec.name} is a scalar: measuring needs buffer parameters only")
         if not all(isinstance(d, int) for d in spec.shape):  # type: ignore[union-attr]
             raise ValueError(f"parameter {spec.name} has a symbolic shape {spec.shape}: measuring needs static shapes")
+        if spec.name in declared:
+            low, high = declared[spec.name]
+            arrays.append(rng.integers(low, high + 1, tuple(spec.shape)).astype(spec.storage))  # type: ignore[arg-type]
+            continue
         arrays.append(_random_array(rng, tuple(spec.shape), str(spec.dtype), spec.storage))  # type: ignore[arg-type]
     outputs = output_positions(func)
     if nan_outputs:
@@ -93,6 +105,26 @@ def make_arguments(func: Any, nan_outputs: bool = True) -> tuple[list[np.ndarray
             elif np.issubdtype(arrays[position].dtype, np.floating):
                 arrays[position][...] = np.nan
     return arrays, outputs
+
+
+def _declared_ranges(func: Any) -> dict[str, tuple[int, int]]:
+    """The value ranges ``func`` declares for its parameters (only those it names)."""
+    from tir.intrin.ranges import VALUE_RANGES_ATTR, declared_value_ranges
+
+    declared = func.attrs.get(VALUE_RANGES_ATTR)
+    if not declared:
+        return {}
+    ranges = declared_value_ranges(func)
+    names = [buffer.name for buffer in func.buffer_params]
+    named = (key if isinstance(key, str) else names[key] for key in declared)
+    return {name: ranges[name] for name in named}
+
+
+def is_emulated(module: Any) -> bool:
+    """Whether ``module`` runs under an emulator here (an AArch64 module on another machine)."""
+    from tir.runtime.aarch64 import AArch64Module
+
+    return isinstance(module, AArch64Module)
 
 
 def _has_nan(func: Any, arrays: list[np.ndarray], outputs: list[int]) -> bool:
@@ -175,7 +207,16 @@ def run_job(key: int, job: Job, reference: Reference | None) -> dict[str, Any]:
     given), then timed: median of up to ``job.repeat`` runs after a warm-up, within ``job.budget``
     (with ``job.flush_cache``: each run after ``evict_caches``, no warm-up)."""
     built = built_modules.pop(key)
+    reply = _run_built(built, job, reference)
+    if is_emulated(built.module):
+        reply["emulated"] = True
+    return reply
+
+
+def _run_built(built: Any, job: Job, reference: Reference | None) -> dict[str, Any]:
     func, module = built.func, built.module
+    # Evicting this machine's caches says nothing about an emulated CPU's: not done there.
+    flush_cache = job.flush_cache and not is_emulated(module)
     try:
         if job.num_threads is not None:
             built.set_num_threads(job.num_threads)
@@ -205,7 +246,7 @@ def run_job(key: int, job: Job, reference: Reference | None) -> dict[str, Any]:
                 return {"seconds": min(first, second)}
             first = second
         repeat = max(1, min(job.repeat, int(job.budget / max(first, 1e-9))))
-        if job.flush_cache:
+        if flush_cache:
             samples = []
             for _ in range(repeat):
                 evict_caches()
