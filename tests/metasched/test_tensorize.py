@@ -471,25 +471,32 @@ def _quiet(line: str) -> None:
     pass
 
 
-#: A short tune: one thread per candidate (thread start-up would swamp these tiny kernels on a
-#: shared machine), a small search population.
-TUNE_OPTIONS = {
-    "trials": 8,
-    "batch_size": 8,
-    "num_threads": 1,
-    "search_options": {"population": 16, "generations": 1},
-    "log": _quiet,
-}
+#: A short tune: a small search population; one thread per candidate (thread start-up would
+#: swamp these tiny kernels on a shared machine), through one measuring pool for the module.
+TUNE_OPTIONS = {"trials": 6, "batch_size": 6, "search_options": {"population": 12, "generations": 1}, "log": _quiet}
 
 
-def test_user_intrinsic_is_used_by_the_tuner(paper_intrinsic: str, tmp_path) -> None:
+@pytest.fixture(scope="module")
+def measurer() -> Iterator[object]:
+    from metasched.measure import Measurer
+
+    made = Measurer(HOST, num_threads=1, workers=2)
+    try:
+        yield made
+    finally:
+        made.close()
+
+
+def test_user_intrinsic_is_used_by_the_tuner(paper_intrinsic: str, measurer: object, tmp_path) -> None:
     func = _float_matmul(32)
     # registered for this machine: the default space tensorizes with it, no other change
     sketches = SpaceGenerator().generate(func, HOST)
     assert sketches and all(
         any(i.kind == "tensorize" and paper_intrinsic in i.args for i in s.instructions) for s in sketches
     )
-    result = metasched.tune(func, HOST, intrinsics=[paper_intrinsic], work_dir=str(tmp_path), **TUNE_OPTIONS)
+    result = metasched.tune(
+        func, HOST, intrinsics=[paper_intrinsic], work_dir=str(tmp_path), measurer=measurer, **TUNE_OPTIONS
+    )
     best = result.best_func
     assert best is not None
     assert any(i.kind == "tensorize" and paper_intrinsic in i.args for i in result.tasks[0].best_trace.instructions)
@@ -501,9 +508,9 @@ def test_user_intrinsic_is_used_by_the_tuner(paper_intrinsic: str, tmp_path) -> 
 
 
 @needs_x86_int8
-def test_int8_tune_picks_a_tensorized_exact_program(tmp_path) -> None:
+def test_int8_tune_picks_a_tensorized_exact_program(measurer: object, tmp_path) -> None:
     func = _declare(matmul(32, 32, 32), A=(0, 127))
-    result = metasched.tune(func, HOST, work_dir=str(tmp_path), **TUNE_OPTIONS)
+    result = metasched.tune(func, HOST, work_dir=str(tmp_path), measurer=measurer, **TUNE_OPTIONS)
     task = result.tasks[0]
     assert task.best_func is not None, result.summary()
     assert any(i.kind == "tensorize" for i in task.best_trace.instructions)
