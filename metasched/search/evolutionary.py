@@ -13,13 +13,20 @@ from __future__ import annotations
 
 import math
 import random
-from collections import Counter
+from collections import Counter, OrderedDict
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
-from metasched.search.candidate import Candidate, Rejected, make_candidate, sketch_of
+from metasched.search.candidate import (
+    Candidate,
+    Rejected,
+    decision_key,
+    make_candidate,
+    sampling_positions,
+    sketch_of,
+)
 from metasched.search.mutators import Mutator, default_mutators
 from metasched.task import Task
 from tir.schedule import Trace
@@ -50,25 +57,41 @@ class SearchStrategy:
         self.measured: list[tuple[float, Candidate]] = []  # (seconds, candidate) of valid runs
         self.rejects: Counter[str] = Counter()
         self.made = 0
+        self._positions = [frozenset(sampling_positions(sketch)) for sketch in self.sketches]
+        # Candidates (or rejections) by their full decisions: mutation often proposes a decision
+        # set made before (a fifth of the mutants of a 64-trial tune), and making one -- replay,
+        # postprocessors, validator -- is most of the search's time.
+        self._made: OrderedDict[tuple[Any, ...], Candidate | Rejected] = OrderedDict()
 
     # ---------------------------------------------------------------- making candidates
 
+    MEMO_SIZE = 1024
+
     def make(self, sketch_index: int, decisions: dict[int, Any] | None) -> Candidate | None:
         """A checked candidate, or None (its reject is counted)."""
-        try:
-            candidate = make_candidate(
-                self.task.func,
-                self.sketches[sketch_index],
-                sketch_index,
-                decisions,
-                self.postprocs,
-                seed=self.rng.getrandbits(31),
-            )
-        except Rejected as rejected:
-            self.rejects[f"{rejected.stage}: {rejected.reason}"] += 1
+        seed = self.rng.getrandbits(31)  # drawn even when remembered: the same sequence either way
+        # With every sampling position decided, the seed plays no part: the result is remembered.
+        full = decisions is not None and self._positions[sketch_index] <= decisions.keys()
+        memo_key = (sketch_index, decision_key(decisions)) if full else None  # type: ignore[arg-type]
+        made = self._made.get(memo_key) if memo_key is not None else None
+        if made is None:
+            try:
+                made = make_candidate(
+                    self.task.func, self.sketches[sketch_index], sketch_index, decisions, self.postprocs, seed=seed
+                )
+            except Rejected as rejected:
+                made = rejected
+            if memo_key is not None:
+                self._made[memo_key] = made
+                if len(self._made) > self.MEMO_SIZE:
+                    self._made.popitem(last=False)
+        elif memo_key is not None:
+            self._made.move_to_end(memo_key)
+        if isinstance(made, Rejected):
+            self.rejects[f"{made.stage}: {made.reason}"] += 1
             return None
         self.made += 1
-        return candidate
+        return made
 
     def sample(self) -> Candidate | None:
         return self.make(self.rng.randrange(len(self.sketches)), None)

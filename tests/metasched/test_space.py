@@ -402,7 +402,9 @@ def test_hand_schedule_is_reachable() -> None:
         postproc.apply(sch)
     text = sch.func.script()
     width = _panel_width()
-    packed = [b for b in sch.func.body.block.alloc_buffers if tuple(int(s.value) for s in b.shape) == (n // width, n, width)]
+    packed = [
+        b for b in sch.func.body.block.alloc_buffers if tuple(int(s.value) for s in b.shape) == (n // width, n, width)
+    ]
     assert packed, text  # B packed into one-vector panels, contiguous in k
     update = sch.index.blocks["C"]
     loops = sch.index.loops_above(update)
