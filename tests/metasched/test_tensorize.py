@@ -405,6 +405,9 @@ def test_rule_tensorizes_a_padded_convolution() -> None:
     assert made
     for candidate in made:
         _check_tensorized(func, candidate, HOST)
+        # one copy per operand (im2col + padding + packing merged), the packing vectorized
+        assert len(candidate.body.block.alloc_buffers) == 3, candidate.script()
+        assert "T.vectorized" in candidate.script()
 
 
 def test_float_programs_keep_their_plain_sketches() -> None:

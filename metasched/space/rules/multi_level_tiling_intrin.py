@@ -14,7 +14,9 @@ candidate, and per output-cache choice, one sketch:
 3. AutoCopy-style packing: each copy that stores an operand in a new layout (the packed
    ``B[n // 8, k // 4, n % 8 * 4 + k % 4]`` of the x86 int8 dot products) iterates in the
    order of that layout (``transform_block_layout``), so its innermost loop writes contiguously
-   and the postprocessor vectorizes it; the copy is made once, at the root;
+   and the postprocessor vectorizes it; chained copies of one operand (a convolution's im2col
+   copy, then its padded copy; unpadding, then the copy back) are merged into one
+   (``compute_inline`` / ``reverse_compute_inline``); each copy is made once, at the root;
 4. ``tensorize`` of the blockized block, last, so every candidate is tensorized (a variant a
    primitive refuses is dropped).
 
@@ -116,8 +118,10 @@ class MultiLevelTilingWithIntrin(SketchRule):
         before = set(sch.index.blocks)
         outer = apply_candidate(sch, block, candidate, tensorize=False)
         self.tiling.tile(sch, outer, level)  # annotates it as tiled
-        for name in [n for n in sch.index.blocks if n not in before]:
+        made = [n for n in sch.index.blocks if n not in before and n != sch.get(outer).name]
+        for name in made:
             _pack_in_layout_order(sch, name)
+        _merge_copies(sch, made)
         sch.tensorize(outer, candidate.intrin)
         sch.annotate(outer, TENSORIZED, candidate.intrin)
 
@@ -128,6 +132,28 @@ def _looks_like_an_update(realize: BlockRealize) -> bool:
     return isinstance(block.body, BufferStore) and all(
         iv.kind in (IterKind.SPATIAL, IterKind.REDUCE) for iv in block.iter_vars
     )
+
+
+def _merge_copies(sch: Schedule, made: list[str]) -> None:
+    """Chained copies made by the application become one: a copy read only by another new copy
+    (the operand's reindexed copy, then its padded copy) is inlined into it, and a copy that
+    only writes back what another new copy wrote (unpadding, then the reindexed output's copy
+    back) is inlined into that one. Best effort: a refused step leaves both copies."""
+    new = set(made)
+    for name in made:
+        if name not in sch.index.blocks:
+            continue
+        block = sch.get_block(name)
+        consumers = [sch.get(c).name for c in sch.get_consumers(block)]
+        producers = [sch.get(p).name for p in sch.get_producers(block)]
+        if consumers and all(c in new for c in consumers):
+            step = try_on_copy(sch, lambda s, name=name: s.compute_inline(s.get_block(name)))
+        elif len(producers) == 1 and producers[0] in new:
+            step = try_on_copy(sch, lambda s, name=name: s.reverse_compute_inline(s.get_block(name)))
+        else:
+            continue
+        if step is not None:
+            sch.__dict__.update(step.__dict__)
 
 
 def _pack_in_layout_order(sch: Schedule, name: str) -> None:
