@@ -528,3 +528,21 @@ def test_tune_refuses_unknown_intrinsics() -> None:
 
 def test_candidate_type_is_exported() -> None:
     assert TensorizeCandidate.__name__ == "TensorizeCandidate"
+
+
+@needs_x86_int8
+def test_layout_free_weights_are_packed_once() -> None:
+    """A tensorized program reads its operands through match_buffer views; the packing of a
+    layout-free weight still splits off (a view only read does not write its source), so the
+    zero-trial default schedule of such a program is tensorized."""
+    from metasched.space.default import default_schedule
+    from tir.transform.split_prepack import split_prepack
+
+    func = matmul(32, 32, 32, a="uint8").replace(
+        attrs={"layout_free_buffers": ["B"], VALUE_RANGES_ATTR: {"A": [0, 127]}}
+    )
+    tuned = default_schedule(func, HOST)
+    assert tuned is not func and any(_uses(tuned, name) for name in X86_INT8), tuned.script()
+    split = split_prepack(tuned)
+    assert split.prepack is not None and "B" in split.inputs
+    _check_tensorized(func, tuned, HOST)

@@ -73,6 +73,7 @@ def _access(stmt: Stmt) -> _Access:
     defined: set[Var] = set()
     buffers: set[Buffer] = set()
     inner: set[Buffer] = set()  # allocated inside: private to the statement
+    views: list[Any] = []  # match_buffer views (a tensorized block's operands)
 
     def visit(node: Any) -> None:
         if isinstance(node, BufferLoad):
@@ -84,9 +85,7 @@ def _access(stmt: Stmt) -> _Access:
             writes.update(region.buffer for region in node.writes)
             defined.update(iv.var for iv in node.iter_vars)
             inner.update(node.alloc_buffers)
-            for match in node.match_buffers:  # a view may be read and written: count both
-                reads.add(match.source.buffer)
-                writes.add(match.source.buffer)
+            views.extend(node.match_buffers)
         elif isinstance(node, Call) and node.op == "tir.address_of":
             # An address handed to a call: the callee may read and write through it.
             for arg in node.args:
@@ -102,6 +101,10 @@ def _access(stmt: Stmt) -> _Access:
             buffers.add(node)
 
     post_order_visit(stmt, visit)
+    for match in views:  # a view is read; it writes its source only where something stores to it
+        reads.add(match.source.buffer)
+        if match.buffer in writes:
+            writes.add(match.source.buffer)
     free = used - defined
     for buffer in buffers | reads | writes:  # a symbolic shape ties the statement to a call
         free.update(v for v in _vars_of(buffer.shape) if v not in defined)
