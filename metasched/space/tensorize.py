@@ -25,10 +25,10 @@ TensorIR (ASPLOS'23) section 4.2, for blocks of one store such as ``C = C + A * 
 A candidate is listed as fitting only when this whole sequence went through on a copy of the
 program and the result verifies; everything else is listed with the reason.
 
-    >>> report = tensorize_candidates(int8_matmul, "llvm -mcpu=haswell")
+    >>> report = tensorize_candidates(int8_matmul, "llvm")     # an AVX2 machine
     >>> print(report)
     block C:
-      fits x86_avx2_u7s8s32_dot_8x4: ...
+      fits x86_avx2_u8s8s32_dot_8x4: A=A, B=B, C=C; (vi) [64] {A, C} -> outside the intrinsic; ...
     >>> sch = tir.Schedule(int8_matmul)
     >>> outer = apply_candidate(sch, "C", report["C"].fits[0])   # tensorized; outer loops free to tile
 """
@@ -127,9 +127,9 @@ class IterGroup:
         fused = " * ".join(self.iters) if len(self.iters) > 1 else self.iters[0]
         vector = "{" + ", ".join(self.operands) + "}"
         if self.intrin_iter is None:
-            return f"({fused}) [{self.extent}] {vector} -> outside"
+            return f"({fused}) [{self.extent}] {vector} -> outside the intrinsic"
         pad = f", padded to {self.padded_extent}" if self.padded_extent != self.extent else ""
-        return f"({fused}) [{self.extent}{pad}] {vector} -> {self.intrin_iter} [{self.intrin_extent}]"
+        return f"({fused}) [{self.extent}{pad}] {vector} -> its {self.intrin_iter} [{self.intrin_extent}]"
 
 
 @dataclass(frozen=True)
@@ -775,12 +775,19 @@ def tensorize_candidates(
 
         C[vi, vj] = C[vi, vj] + T.cast(A[vi, vk], "int32") * T.cast(B[vk, vj], "int32")
 
-    After (``print(tensorize_candidates(f, "llvm"))``)::
+    After (``print(tensorize_candidates(f, "llvm"))``; lines wrapped here)::
 
         block C:
-          fits x86_avx2_u7s8s32_dot_8x4: A=A, B=B, C=C; (i) [64] {A, C} -> outside;
-              (j) [64] {B, C} -> vi [8]; (k) [64] {A, B} -> vk [4]
-          no aarch64_neon_s8s8s32_sdot_4x4 (target): ...
+          fits x86_avx2_u7s8s32_dot_8x4: A=A, B=B, C=C; (vi) [64] {A, C} -> outside the intrinsic;
+              (vj) [64] {B, C} -> its vi [8]; (vk) [64] {A, B} -> its vk [4]
+          no x86_avx2_fma_f32_4x16x4 (dtype): the intrinsic's C is float32, the block's C is int32
+          no x86_avx2_s8s8s32_dot_8x4 (dtype): the intrinsic's A is int8, the block's A is uint8
+
+    A depthwise convolution (``Out[n, h, w, c] += D[n, h + rh, w + rw, c] * W[rh, rw, c]``)::
+
+        no x86_avx2_u8s8s32_dot_8x4 (iterators): its iterator vi indexes {B (W), C (Out)}, no
+            iterator of the block indexes exactly those (the block's vn, vh, vw index {A (D),
+            C (Out)}; vc index {A (D), B (W), C (Out)})
     """
     parsed = Target.parse(target)
     names = list(intrinsics) if intrinsics is not None else TensorIntrin.list(target=parsed)
@@ -859,16 +866,23 @@ def apply_candidate(
                     C[vi, vj] = 0
                 C[vi, vj] = C[vi, vj] + T.cast(A[vi, vk], "int32") * T.cast(B[vk, vj], "int32")
 
-    After (B copied into the packed layout; the 8 x 4 step is the intrinsic's body)::
+    After (B copied into the packed layout the intrinsic reads; each 8 x 4 step its body)::
 
-        for j, k in T.grid(64, 64):
+        B_reindex = T.alloc_buffer((8, 16, 32), "int8")
+        for ax0, ax1 in T.grid(64, 64):
             with T.block("B_reindex"):
+                vj, vk = T.remap("SS", ax0, ax1)
                 B_reindex[vj // 8, vk // 4, vj % 8 * 4 + vk % 4] = B[vk, vj]
-        for i, j_0, k_0 in T.grid(64, 8, 16):
+        for i, j_0, r_0 in T.grid(64, 8, 16):
             with T.block("C_o"):
-                ...                       # T.init: C[vi, vj_o * 8:vj_o * 8 + 8] = 0
-                C_1 = T.match_buffer(C[vi, vj_o * 8:vj_o * 8 + 8], (1, 8), "int32")
-                ...                       # vpmaddubsw + vpmaddwd on A_1, B_1, C_1
+                vi_o, vj_o, vk_o = T.remap("SSR", i, j_0, r_0)
+                A_1 = T.match_buffer(A[vi_o, vk_o * 4:vk_o * 4 + 4], (1, 4), "uint8")
+                B_1 = T.match_buffer(B_reindex[vj_o, vk_o, 0:32], (1, 1, 32), "int8")
+                C_1 = T.match_buffer(C[vi_o, vj_o * 8:vj_o * 8 + 8], (1, 8), "int32")
+                with T.init():
+                    for j_1 in range(8):
+                        C[vi_o, vj_o * 8 + j_1] = 0
+                C_1[0, T.ramp(0, 1, 8)] = C_1[0, T.ramp(0, 1, 8)] + ...  # vpmaddubsw, vpmaddwd
     """
     realize = sch.resolve_block(block, "apply_candidate")
     name = realize.block.name
