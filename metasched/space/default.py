@@ -172,6 +172,7 @@ def default_candidate(func: PrimFunc, target: str | Target = "llvm", space: Any 
     postprocs = space.postprocs_for(target_text)
     layout_free = bool(func.attrs.get(LAYOUT_FREE_ATTR))
     order = sorted(range(len(sketches)), key=lambda i: _preference(sketches[i], layout_free))
+    fallback = None
     for index in order:
         sketch = sketches[index]
         try:
@@ -179,9 +180,12 @@ def default_candidate(func: PrimFunc, target: str | Target = "llvm", space: Any 
         except Exception:  # noqa: BLE001 - Rejected, or a sketch that cannot take the default decisions
             continue
         if _packs(sketch) and split_prepack(candidate.func).prepack is None:
-            continue  # it packs an operand that changes from call to call: a copy per call
+            # It packs an operand that changes from call to call (a copy per call): taken only
+            # when nothing else is left, as for a tensorized block, whose every sketch packs.
+            fallback = fallback or candidate
+            continue
         return candidate
-    return None
+    return fallback
 
 
 def default_schedule(func: PrimFunc, target: str | Target = "llvm", space: Any = None) -> PrimFunc:

@@ -563,3 +563,15 @@ def test_layout_free_weights_are_packed_once() -> None:
     split = split_prepack(tuned)
     assert split.prepack is not None and "B" in split.inputs
     _check_tensorized(func, tuned, HOST)
+
+
+@needs_x86_int8
+def test_default_schedule_of_a_program_without_layout_free_weights_is_tensorized() -> None:
+    """Every sketch of a tensorized block packs an operand; with nothing declared layout-free
+    the default schedule still takes one (packing per call) rather than none."""
+    from metasched.space.default import default_schedule
+
+    func = matmul(32, 32, 32, a="int8")
+    tuned = default_schedule(func, HOST)
+    assert tuned is not func and any(_uses(tuned, name) for name in X86_INT8), tuned.script()
+    _check_tensorized(func, tuned, HOST)
