@@ -19,7 +19,7 @@ from tir.schedule import Schedule, ScheduleError
 from tir.schedule.handles import BlockRV
 from tir.target import Target
 
-__all__ = ["SketchRule", "default_rules", "try_on_copy"]
+__all__ = ["SketchRule", "cuda_rules", "default_rules", "try_on_copy"]
 
 
 class SketchRule:
@@ -58,8 +58,10 @@ def default_rules(target: str | Target, intrinsics: Sequence[str] | None = None)
     from metasched.space.rules.random_compute_location import RandomComputeLocation
 
     parsed = Target.parse(target)
+    if parsed.is_cuda:
+        return cuda_rules(parsed, intrinsics)
     if not parsed.is_cpu:
-        raise ValueError(f"metasched has design-space rules for CPU (llvm) targets only, got {parsed.text!r}")
+        raise ValueError(f"metasched has design-space rules for CPU (llvm) and CUDA targets only, got {parsed.text!r}")
     with_intrin: list[SketchRule] = []
     if intrinsics is not None or default_intrinsics(parsed):
         with_intrin.append(MultiLevelTilingWithIntrin(parsed, intrinsics))
@@ -71,3 +73,17 @@ def default_rules(target: str | Target, intrinsics: Sequence[str] | None = None)
         ParallelVectorizeUnroll(parsed),
         RandomComputeLocation(),
     ]
+
+
+def cuda_rules(target: str | Target, intrinsics: Sequence[str] | None = None) -> list[SketchRule]:
+    """The CUDA rules: multi-level tiling with the Tensor Core intrinsics the target runs
+    ("SSSRRSRS", WMMA and mma.sync; ``intrinsics``: only the groups using one of those names).
+    A block no intrinsic fits is left as it is (the postprocessors give it a kernel of its
+    own); a plain GPU tiling is not there yet."""
+    from metasched.space.rules.multi_level_tiling_tensor_core import MultiLevelTilingTensorCore, default_groups
+
+    groups = default_groups(target)
+    if intrinsics is not None:
+        wanted = set(intrinsics)
+        groups = [g for g in groups if wanted & {g.load_a, g.load_b, g.sync, g.fill, g.store, g.store_shared}]
+    return [MultiLevelTilingTensorCore(target, groups)]

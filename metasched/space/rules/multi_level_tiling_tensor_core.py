@@ -1,0 +1,334 @@
+"""Multi-level tiling with Tensor Core intrinsics: the GPU sketch rule, "SSSRRSRS".
+
+Fits a float16 GEMM-like block (``C += cast(A) * cast(B)``: matmul, dense, conv2d NHWC through
+ReIndex) that ``metasched.space.tensorize.match_intrin`` maps onto a registered Tensor Core
+``*_sync`` intrinsic of the target with every block iterator inside the intrinsic (no batch
+class). Per intrinsic group (WMMA float32 / float16 accumulate, ``mma.sync`` m16n8k16 with
+``ldmatrix`` on sm_80+) and per pipelining choice, one sketch, the hand schedule of
+examples/matmul_tensorcore.py with its constants sampled:
+
+1. the block is brought to GEMM form by the tensorization analysis' own steps: operands not
+   indexed one plain index per fused iterator are copied (``reindex``: a convolution's input
+   becomes its im2col copy, the weights a ``[k, n]`` matrix), the iterators fused by
+   characteristic vector (``transform_block_layout``) and padded to multiples of the intrinsic
+   (``pad_einsum``): ``C'[m, n] += A'[m, k] * B'[k, n]``;
+2. data movement (AutoCopy): the accumulator in the intrinsic's fragment scope
+   (``cache_write``), A' and B' staged in ``shared`` memory and from there in the fragment
+   scopes the intrinsic reads (``cache_read`` twice); the operand copies made by step 1 are
+   inlined into the shared-memory copies, so the im2col matrix is never stored;
+3. tiling: ``m`` split into [blockIdx.y, warp, per-warp tiles, 16], ``n`` into [blockIdx.x,
+   warp, per-warp tiles, 16 or 8], ``k`` into [ko, ki, 16]; the order is
+   ``bm bn ko (wm wn) ki tm tn | m16 n16 k16`` (S S R S R S, with the two warp loops fused and
+   bound to ``threadIdx.y``; the warp's 32 lanes are ``threadIdx.x``). Tile sizes are sampled
+   nested (``sample_perfect_tile``: per-warp tiles at most 4, then warps at most 2 per axis, the
+   k tile at most 2 x 16), so every sample fits the thread and static shared-memory limits;
+4. the shared copies sit at ``ko``, padded against bank conflicts (``storage_align``, rows
+   offset by 8 halves) and annotated for the cooperative-fetch postprocessor (which spreads them
+   over the thread block, vectorized up to 16 bytes, once the warp count is known); the fragment
+   loads sit at ``ki``; the accumulator tiles are stored back per warp at ``bn``;
+5. ``decompose_reduction`` at ``ko`` and ``tensorize`` of the fill, the loads, the update and
+   the store; optionally the ``ko`` loop software-pipelined (``software_pipeline_stage`` ``[0,
+   0, 1]``: the next k tile is copied, with ``cp.async`` on sm_80+, while this one is
+   multiplied into double-buffered shared memory).
+
+A step a primitive refuses drops that sketch; a block no group fits is left to the next rules.
+Not done: batch classes (batch matmul), an epilogue fused into the store, the output of a
+reindexed block written straight to its consumer (a conv2d's ``C'`` is a global buffer copied
+back by a kernel of its own, bound by ``RewriteUnboundBlock``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import tir.intrin.cuda as I
+from metasched.space.analysis import TILED
+from metasched.space.postproc.rewrite_cooperative_fetch import COOPERATIVE_FETCH
+from metasched.space.rules import SketchRule, try_on_copy
+from metasched.space.rules.multi_level_tiling_intrin import _pack_in_layout_order
+from metasched.space.tensorize import TensorizeCandidate, _position, _roles_now, match_intrin
+from tir.intrin import IntrinError, TensorIntrin
+from tir.ir import BufferStore, IterKind
+from tir.schedule import Schedule, ScheduleError
+from tir.schedule.handles import BlockRV, ExprRV, LoopRV
+from tir.target import Target
+
+__all__ = ["GROUPS", "MultiLevelTilingTensorCore", "TensorCoreGroup", "default_groups"]
+
+#: storage_align of the shared tiles: rows padded to 32k + 8 halves (off the 128-byte period).
+ALIGN_FACTOR = 32
+ALIGN_OFFSET = 8
+
+
+@dataclass(frozen=True)
+class TensorCoreGroup:
+    """The intrinsics one Tensor Core sketch uses, and the fragment scopes they read."""
+
+    name: str
+    load_a: str
+    load_b: str
+    sync: str
+    fill: str
+    store: str
+    store_shared: str
+    scopes: tuple[str, str, str]  # A, B, accumulator
+    n_tile: int  # columns of one accumulator / B tile
+
+
+GROUPS = (
+    TensorCoreGroup(
+        "wmma_f32",
+        I.WMMA_LOAD_A,
+        I.WMMA_LOAD_B,
+        I.WMMA_SYNC_F16F16F32,
+        I.WMMA_FILL_F32,
+        I.WMMA_STORE_F32_GLOBAL,
+        I.WMMA_STORE_F32_SHARED,
+        ("wmma.matrix_a", "wmma.matrix_b", "wmma.accumulator"),
+        16,
+    ),
+    TensorCoreGroup(
+        "wmma_f16",
+        I.WMMA_LOAD_A,
+        I.WMMA_LOAD_B,
+        I.WMMA_SYNC_F16F16F16,
+        I.WMMA_FILL_F16,
+        I.WMMA_STORE_F16_GLOBAL,
+        I.WMMA_STORE_F16_SHARED,
+        ("wmma.matrix_a", "wmma.matrix_b", "wmma.accumulator"),
+        16,
+    ),
+    TensorCoreGroup(
+        "mma_f32",
+        I.MMA_LDMATRIX_A,
+        I.MMA_LDMATRIX_B,
+        I.MMA_SYNC_F16F16F32,
+        I.MMA_FILL_F32,
+        I.MMA_STORE_F32_GLOBAL,
+        I.MMA_STORE_F32_SHARED,
+        ("m16n8k16.matrixA", "m16n8k16.matrixB", "m16n8k16.matrixC"),
+        8,
+    ),
+)
+
+
+def default_groups(target: str | Target) -> list[TensorCoreGroup]:
+    """The groups whose every intrinsic the target can run (WMMA from sm_70, mma.sync sm_80)."""
+    parsed = Target.parse(target)
+    if not parsed.is_cuda:
+        return []
+    found = []
+    for group in GROUPS:
+        names = (group.load_a, group.load_b, group.sync, group.fill, group.store, group.store_shared)
+        try:
+            if all(TensorIntrin.get(n).available(parsed) for n in names):
+                found.append(group)
+        except IntrinError:
+            continue
+    return found
+
+
+class MultiLevelTilingTensorCore(SketchRule):
+    name = "multi_level_tiling_tensor_core"
+    structure = "SSSRRSRS"
+
+    def __init__(
+        self,
+        target: str | Target = "cuda -arch=sm_80",
+        groups: Sequence[TensorCoreGroup] | None = None,
+        max_warp_tiles: int = 4,
+        max_warps: int = 2,
+        max_k_tiles: int = 2,
+        pipeline: tuple[bool, ...] = (True, False),
+    ) -> None:
+        self.target = Target.parse(target)
+        self.groups = list(groups) if groups is not None else default_groups(self.target)
+        self.max_warp_tiles = max_warp_tiles
+        self.max_warps = max_warps
+        self.max_k_tiles = max_k_tiles
+        self.pipeline = pipeline
+
+    def candidates(self, sch: Schedule, block: BlockRV) -> list[tuple[TensorCoreGroup, TensorizeCandidate]]:
+        """The groups whose update intrinsic fits ``block`` with every iterator inside it."""
+        realize = sch.resolve_block(block, self.name)
+        body = realize.block.body
+        if TILED in realize.block.annotations or not isinstance(body, BufferStore):
+            return []
+        if any(iv.kind not in (IterKind.SPATIAL, IterKind.REDUCE) for iv in realize.block.iter_vars):
+            return []
+        fits = []
+        for group in self.groups:
+            found = match_intrin(sch.func, realize.block.name, TensorIntrin.get(group.sync))
+            if not isinstance(found, TensorizeCandidate):
+                continue
+            if sorted(g.intrin_iter or "" for g in found.groups) != ["vi", "vj", "vk"]:
+                continue  # a batch class stays outside: not handled
+            fits.append((group, found))
+        return fits
+
+    def apply(self, sch: Schedule, block: BlockRV) -> list[Schedule]:
+        results = []
+        for group, candidate in self.candidates(sch, block):
+            for pipelined in self.pipeline:
+                made = try_on_copy(sch, lambda s, g=group, c=candidate, p=pipelined: self._sketch(s, block, g, c, p))
+                if made is not None:
+                    results.append(made)
+        return results or [sch]
+
+    # ----------------------------------------------------------------- one sketch
+
+    def _sketch(
+        self, sch: Schedule, block: BlockRV, group: TensorCoreGroup, candidate: TensorizeCandidate, pipelined: bool
+    ) -> None:
+        before = set(sch.index.blocks)
+        m, n, k = _to_gemm_form(sch, block, candidate)
+        copies = [name for name in sch.index.blocks if name not in before]
+        for name in copies:
+            _pack_in_layout_order(sch, name)  # copies iterate in their (fused) layout's order
+        scope_a, scope_b, scope_c = group.scopes
+        c_frag = sch.cache_write(block, _roles(sch, block, group.sync)["C"], scope_c)
+        a_shared = sch.cache_read(block, _roles(sch, block, group.sync)["A"], "shared")
+        b_shared = sch.cache_read(block, _roles(sch, block, group.sync)["B"], "shared")
+        a_frag = sch.cache_read(block, _roles(sch, block, group.sync)["A"], scope_a)
+        b_frag = sch.cache_read(block, _roles(sch, block, group.sync)["B"], scope_b)
+        # The operand copies of step 1 (im2col, the weights' matrix) are read only by the
+        # shared-memory copies now: inline them, so the shared copies read the originals.
+        for name in copies:
+            if name in sch.index.blocks and sch.get_consumers(sch.get_block(name)):
+                consumers = [sch.get(c).name for c in sch.get_consumers(sch.get_block(name))]
+                if all(c in (sch.get(a_shared).name, sch.get(b_shared).name) for c in consumers):
+                    sch.compute_inline(sch.get_block(name))
+
+        # A reindexed output (a convolution's C'[m, n]) goes back to its tensor through shared
+        # memory: C' itself would be a global buffer, which a kernel cannot allocate.
+        out_copy = next((b for b in copies if b in sch.index.blocks and _writes_param(sch, b, sch.func)), None)
+        c_shared = None
+        if out_copy is not None:
+            c_shared = sch.cache_write(c_frag, 0, "shared")
+            _iterate_as_read(sch, out_copy)
+            sch.reverse_compute_inline(sch.get_block(out_copy))
+        m16, m_in = sch.split(m, [None, 16])
+        n16, n_in = sch.split(n, [None, group.n_tile])
+        k16, k_in = sch.split(k, [None, 16])
+        most_m = self.max_warp_tiles if c_shared is None else min(self.max_warp_tiles, 2)
+        (rest_m, tm), _ = _tiles(sch, m16, most_m)
+        (bm, wm), (_, wm_size) = _tiles(sch, rest_m, self.max_warps)
+        (rest_n, tn), _ = _tiles(sch, n16, self.max_warp_tiles)
+        (bn, wn), (_, wn_size) = _tiles(sch, rest_n, self.max_warps)
+        (ko, ki), _ = _tiles(sch, k16, self.max_k_tiles)
+        sch.reorder(bm, bn, ko, wm, wn, ki, tm, tn, m_in, n_in, k_in)
+        sch.bind(bm, "blockIdx.y")
+        sch.bind(bn, "blockIdx.x")
+        sch.bind(sch.fuse(wm, wn), "threadIdx.y")
+
+        # The accumulator tiles go back per warp, at the thread block's tile.
+        sch.reverse_compute_at(c_frag, bn)
+        ci, cj = sch.get_loops(c_frag)[-2:]
+        cwi, ci0, ci1 = sch.split(ci, [wm_size, None, 16])
+        cwj, cj0, cj1 = sch.split(cj, [wn_size, None, group.n_tile])
+        sch.reorder(cwi, cwj, ci0, cj0, ci1, cj1)
+        sch.bind(sch.fuse(cwi, cwj), "threadIdx.y")
+        sch.tensorize(ci1, group.store if c_shared is None else group.store_shared)
+        if c_shared is not None:
+            # c_shared copies the shared tile out, to the tensor itself since the inlining.
+            sch.reverse_compute_at(c_shared, bn)
+            sch.annotate(c_shared, COOPERATIVE_FETCH, 4)
+
+        sch.compute_at(a_frag, ki)
+        sch.compute_at(b_frag, ki)
+        sch.compute_at(a_shared, ko)
+        sch.compute_at(b_shared, ko)
+        for cached in (a_shared, b_shared):
+            sch.storage_align(cached, 0, axis=0, factor=ALIGN_FACTOR, offset=ALIGN_OFFSET)
+            sch.annotate(cached, COOPERATIVE_FETCH, 8)  # 8 halves: 16 bytes, one cp.async
+        ai = sch.get_loops(a_frag)[-2]
+        _, ai1 = sch.split(ai, [None, 16])
+        sch.tensorize(ai1, group.load_a)
+        bk, bj = sch.get_loops(b_frag)[-2:]
+        bj0, _ = sch.split(bj, [None, group.n_tile])
+        sch.reorder(bj0, bk)
+        sch.tensorize(bk, group.load_b)
+
+        init = sch.decompose_reduction(block, ko)
+        sch.tensorize(m_in, group.sync)
+        sch.tensorize(sch.get_loops(init)[-2], group.fill)
+        if pipelined:
+            # Copy k tile ko + 1 (stage 0: A, B) while tile ko is multiplied (stage 1).
+            sch.annotate(ko, "software_pipeline_stage", [0, 0, 1])
+            sch.annotate(ko, "software_pipeline_order", [0, 1, 2])
+
+
+def _tiles(sch: Schedule, loop: LoopRV, most: int) -> tuple[list[LoopRV], list[ExprRV]]:
+    """``loop`` split in two by a sampled perfect tile, the inner part at most ``most``."""
+    sizes = sch.sample_perfect_tile(loop, n=2, max_innermost_factor=most)
+    return sch.split(loop, sizes), sizes
+
+
+def _roles(sch: Schedule, block: BlockRV, sync: str) -> dict[str, int]:
+    """The intrinsic's roles (A, B: read positions; C: write position) in ``block`` now."""
+    realize = sch.resolve_block(block, "multi_level_tiling_tensor_core")
+    roles = _roles_now(realize.block, TensorIntrin.get(sync))
+    out = {}
+    for param, buffer in roles.items():
+        regions = realize.block.writes if param == "C" else realize.block.reads
+        out[param] = next(k for k, r in enumerate(regions) if r.buffer is buffer)
+    return out
+
+
+def _to_gemm_form(sch: Schedule, block: BlockRV, candidate: TensorizeCandidate) -> tuple[LoopRV, LoopRV, LoopRV]:
+    """Steps 1-3 of ``apply_candidate`` (reindex, fuse by characteristic vector, pad); returns
+    the loops of the intrinsic's ``i``, ``j``, ``k`` classes."""
+    intrin = TensorIntrin.get(candidate.intrin)
+    plan = candidate.plan
+
+    def where(role) -> tuple[str, int]:  # type: ignore[no-untyped-def]
+        return ("write" if role.is_write else "read"), _position(sch, block, intrin, role)
+
+    for role in plan.roles:
+        if role.reindex:
+            sch.reindex(block, where(role))
+    if plan.block_map is not None:
+        sch.transform_block_layout(block, plan.block_map)
+    for role in plan.roles:
+        if role.reindex and role.fuse_map is not None:
+            sch.transform_layout(block, where(role), role.fuse_map)
+    if candidate.padded:
+        sch.pad_einsum(block, list(plan.padding))
+    for role in plan.roles:
+        if role.final_map is not None:  # the description's layout: [k, n] for the weights' copy
+            sch.transform_layout(block, where(role), role.final_map)
+    realize = sch.resolve_block(block, "multi_level_tiling_tensor_core")
+    nest = sch.index.loops_above(realize)
+    handles = sch.get_loops(block)
+    by_iter = {}
+    for group, value in zip(candidate.groups, realize.iter_values):
+        by_iter[group.intrin_iter] = handles[next(k for k, f in enumerate(nest) if f.loop_var is value)]
+    return by_iter["vi"], by_iter["vj"], by_iter["vk"]
+
+
+def _writes_param(sch: Schedule, name: str, func: object) -> bool:
+    """Whether block ``name`` writes one of the function's parameters (an output copy)."""
+    block = sch.index.blocks[name].block
+    params = {id(b) for b in func.buffer_params}  # type: ignore[attr-defined]
+    return any(id(w.buffer) in params for w in block.writes)
+
+
+def _iterate_as_read(sch: Schedule, name: str) -> None:
+    """An output copy ``Y[n, h, w, c] = C'[n * 3136 + h * 56 + w, c]`` iterates over ``C'``'s
+    indices instead (``transform_block_layout``), so it can be inlined into the block that
+    writes ``C'``."""
+    from metasched.space.tensorize import index_text
+    from tir.ir import BufferLoad, Var, substitute
+
+    block = sch.index.blocks[name].block
+    load = block.body.value  # type: ignore[union-attr]
+    if not isinstance(load, BufferLoad):
+        raise ScheduleError("multi_level_tiling_tensor_core", name, "the output copy is not a plain load")
+    iters = [iv.var for iv in block.iter_vars]
+    if len(load.indices) == len(iters) and all(a is b for a, b in zip(load.indices, iters)):
+        return
+    params = [f"v{k}" for k in range(len(iters))]
+    renamed = {var: Var(p, var.dtype) for var, p in zip(iters, params)}
+    results = [index_text(substitute(index, renamed)) for index in load.indices]
+    sch.transform_block_layout(sch.get_block(name), f"lambda {', '.join(params)}: ({', '.join(results)},)")

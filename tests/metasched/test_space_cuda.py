@@ -1,0 +1,175 @@
+"""The CUDA design space: Tensor Core sketches for fp16 GEMM and conv2d NHWC (through ReIndex).
+
+Sampled candidates (sketch + fresh decisions + the CUDA postprocessors) verify -- thread
+bindings, warp-level intrinsics on whole warps, shared memory as lowered -- and a few compile
+with nvcc to SASS with HMMA instructions. No GPU is needed; measuring is refused clearly.
+"""
+
+from __future__ import annotations
+
+import collections
+
+import pytest
+
+import tir
+import tir.script as T
+from metasched.space.generator import SpaceGenerator
+from metasched.space.postproc.rewrite_cooperative_fetch import COOPERATIVE_FETCH
+from metasched.space.rules import default_rules
+from metasched.space.rules.multi_level_tiling_tensor_core import MultiLevelTilingTensorCore, default_groups
+from tir.schedule import Schedule
+
+SM80 = "cuda -arch=sm_80"
+SM90 = "cuda -arch=sm_90"
+SAMPLES = 20  # per workload: about 1 s each (most of it lowering, to size shared memory)
+
+
+def make_gemm(n: int = 4096, acc: str = "float32") -> tir.PrimFunc:
+    @T.script
+    def gemm(A: T.Buffer((n, n), "float16"), B: T.Buffer((n, n), "float16"), C: T.Buffer((n, n), acc)):
+        for i, j, k in T.grid(n, n, n):
+            with T.block("C"):
+                vi, vj, vk = T.remap("SSR", i, j, k)
+                with T.init():
+                    C[vi, vj] = T.cast(0, acc)
+                C[vi, vj] = C[vi, vj] + T.cast(A[vi, vk], acc) * T.cast(B[vk, vj], acc)
+
+    return gemm
+
+
+def make_conv2d_nhwc(acc: str = "float32") -> tir.PrimFunc:
+    """N=16, 56x56 output, 64 -> 64 channels, 3x3, stride 1; the input is given padded (58x58)."""
+
+    @T.script
+    def conv2d(
+        X: T.Buffer((16, 58, 58, 64), "float16"),
+        W: T.Buffer((3, 3, 64, 64), "float16"),
+        Y: T.Buffer((16, 56, 56, 64), acc),
+    ):
+        for n, h, w, co, rh, rw, ci in T.grid(16, 56, 56, 64, 3, 3, 64):
+            with T.block("Y"):
+                vn, vh, vw, vco, vrh, vrw, vci = T.remap("SSSSRRR", n, h, w, co, rh, rw, ci)
+                with T.init():
+                    Y[vn, vh, vw, vco] = T.cast(0, acc)
+                Y[vn, vh, vw, vco] = Y[vn, vh, vw, vco] + T.cast(X[vn, vh + vrh, vw + vrw, vci], acc) * T.cast(
+                    W[vrh, vrw, vci, vco], acc
+                )
+
+    return conv2d
+
+
+@pytest.fixture
+def nvcc() -> str:
+    from tir.codegen.cuda_compile import CudaCompileError, find_nvcc
+
+    try:
+        return find_nvcc()
+    except CudaCompileError as error:
+        pytest.skip(str(error))
+
+
+@pytest.fixture
+def sass_tool() -> str:
+    from tir.codegen.cuda_compile import find_cuobjdump
+
+    tool = find_cuobjdump()
+    if tool is None:
+        pytest.skip("cuobjdump not found: pip install nvidia-cuda-cuobjdump")
+    return tool
+
+
+def _sample(func: tir.PrimFunc, target: str, count: int) -> tuple[list[Schedule], collections.Counter[str]]:
+    """``count`` candidates, round-robin over the sketches, each with fresh decisions."""
+    space = SpaceGenerator()
+    sketches = space.generate(func, target)
+    postprocs = space.postprocs_for(target)
+    good: list[Schedule] = []
+    rejected: collections.Counter[str] = collections.Counter()
+    for seed in range(count):
+        sch = Schedule(func, seed=seed)
+        try:
+            sketches[seed % len(sketches)].apply_to(sch)
+            for postproc in postprocs:
+                postproc.apply(sch)
+        except Exception as error:  # noqa: BLE001 - counted with its reason
+            rejected[str(error).splitlines()[0][:160]] += 1
+        else:
+            good.append(sch)
+    return good, rejected
+
+
+def _calls(func: tir.PrimFunc) -> set[str]:
+    text = func.script()
+    return {name for name in ("wmma_mma_sync", "ptx_mma_sync", "wmma_load_matrix_sync", "ptx_ldmatrix") if name in text}
+
+
+def test_groups_by_architecture() -> None:
+    assert [g.name for g in default_groups(SM80)] == ["wmma_f32", "wmma_f16", "mma_f32"]
+    assert [g.name for g in default_groups("cuda -arch=sm_70")] == ["wmma_f32", "wmma_f16"]
+    assert default_groups("llvm") == []
+    assert [type(r).__name__ for r in default_rules(SM90)] == ["MultiLevelTilingTensorCore"]
+
+
+def test_sketches_cover_wmma_and_mma_with_and_without_pipelining() -> None:
+    func = make_gemm(256)
+    schedules = SpaceGenerator().generate_schedules(func, SM80)
+    assert len(schedules) == 4  # (WMMA, mma.sync) x (pipelined, not)
+    texts = [s.func.script() for s in schedules]
+    assert sum("wmma_mma_sync" in t for t in texts) == 2
+    assert sum("ptx_mma_sync" in t for t in texts) == 2
+    assert sum("software_pipeline_stage" in t for t in texts) == 2
+    for text in texts:
+        assert 'thread="blockIdx.y"' in text and 'thread="threadIdx.y"' in text
+        assert COOPERATIVE_FETCH in text and 'scope="shared", strides=' in text  # storage_align
+
+
+def test_float16_accumulation_uses_the_f16_wmma_intrinsic() -> None:
+    rule = MultiLevelTilingTensorCore(SM80)
+    sch = Schedule(make_gemm(256, acc="float16"))
+    names = [group.name for group, _ in rule.candidates(sch, sch.get_block("C"))]
+    assert names == ["wmma_f16"]
+    good, rejected = _sample(make_gemm(256, acc="float16"), SM80, 4)
+    assert len(good) == 4, rejected
+    assert "wmma_fill_fragment" in good[0].func.script()
+
+
+def test_blocks_without_an_intrinsic_are_left_alone() -> None:
+    func = make_gemm(256, acc="float32").replace(name="g")
+    float32 = tir.parse(func.script().replace('"float16"', '"float32"'))
+    rule = MultiLevelTilingTensorCore(SM80)
+    sch = Schedule(float32)
+    assert rule.candidates(sch, sch.get_block("C")) == []
+    assert rule.apply(sch, sch.get_block("C")) == [sch]
+
+
+@pytest.mark.parametrize(
+    ("workload", "target"),
+    [("gemm4096", SM80), ("conv2d_nhwc", SM90)],
+)
+def test_sampled_candidates_verify(workload: str, target: str) -> None:
+    func = make_gemm(4096) if workload == "gemm4096" else make_conv2d_nhwc()
+    good, rejected = _sample(func, target, SAMPLES)
+    assert len(good) >= 0.95 * SAMPLES, rejected
+    for sch in good:
+        assert _calls(sch.func) & {"wmma_mma_sync", "ptx_mma_sync"}
+        # every candidate replays from its own trace
+        again = Schedule(func)
+        sch.trace.apply_to(again)
+        assert tir.structural_equal(again.func, sch.func)
+    assert any("wmma_mma_sync" in sch.func.script() for sch in good)
+    assert any("ptx_mma_sync" in sch.func.script() for sch in good)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("workload", "target"),
+    [("gemm4096", SM80), ("gemm4096", SM90), ("conv2d_nhwc", SM80)],
+)
+def test_compiled_candidates_have_hmma(workload: str, target: str, nvcc: str, sass_tool: str) -> None:
+    func = make_gemm(4096) if workload == "gemm4096" else make_conv2d_nhwc()
+    good, rejected = _sample(func, target, 2)
+    assert len(good) == 2, rejected
+    for sch in good:
+        module = tir.build(sch.func, target)
+        sass = module.get_source("sass")  # type: ignore[attr-defined]
+        assert "HMMA" in sass
