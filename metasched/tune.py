@@ -196,6 +196,7 @@ def tune(
     on_progress: Callable[[TuneStatus], None] | None = None,
     stop_on_interrupt: bool = False,
     intrinsics: Sequence[str] | None = None,
+    search_workers: int | None = None,
 ) -> TuneResult:
     """Tune a program (or every function of a module, or a list of ``Task``) for ``target``.
 
@@ -218,6 +219,8 @@ def tune(
     (``tir.TensorIntrin``); the blocks they fit get only candidates tensorized with them
     (``metasched.tensorize_candidates`` says which blocks fit and why the others do not); by
     default the target's own intrinsics are used (``space`` then keeps its own setting).
+    ``search_workers``: processes making candidates for the search (replay, postprocessors,
+    validator; default: one per core, 1 = in this process); the candidates are the same either way.
     """
     from metasched.database import Database, TuningRecord
     from metasched.measure import MeasureInput, Measurer
@@ -254,6 +257,9 @@ def tune(
             "qemu, checked for correctness; their timings are emulated (marked so)"
         )
 
+    from metasched.search.parallel import shared_maker
+
+    maker = shared_maker(search_workers)
     strategies: list[SearchStrategy] = []
     results: list[TaskResult] = []
     progress: list[TaskProgress] = []
@@ -262,6 +268,7 @@ def tune(
         sketches = space.generate(task.func, target_text)
         postprocs = list(space.postprocs_for(target_text)) if hasattr(space, "postprocs_for") else space.postprocs
         search = _make_strategy(strategy, task, sketches, postprocs, model, seed + 7919 * index, search_options or {})
+        search.maker = maker
         strategies.append(search)
         result = TaskResult(task.name, task.func, task.target, task.weight, task.flops)
         results.append(result)

@@ -42,7 +42,7 @@ class Candidate:
 
     sketch_index: int
     decisions: dict[int, Any]  # sampling position in the sketch -> decision taken
-    sch: Schedule
+    sch: Schedule  # or anything with .func and .trace (a MadeProgram, made in another process)
     score: float = 0.0
     features: Any = None
     hash: int = field(default=0)

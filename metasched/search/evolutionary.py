@@ -23,7 +23,6 @@ from metasched.search.candidate import (
     Candidate,
     Rejected,
     decision_key,
-    make_candidate,
     sampling_positions,
     sketch_of,
 )
@@ -62,6 +61,7 @@ class SearchStrategy:
         # set made before (a fifth of the mutants of a 64-trial tune), and making one -- replay,
         # postprocessors, validator -- is most of the search's time.
         self._made: OrderedDict[tuple[Any, ...], Candidate | Rejected] = OrderedDict()
+        self.maker: Any = None  # a CandidateMaker (metasched.search.parallel); None: made here
 
     # ---------------------------------------------------------------- making candidates
 
@@ -69,29 +69,57 @@ class SearchStrategy:
 
     def make(self, sketch_index: int, decisions: dict[int, Any] | None) -> Candidate | None:
         """A checked candidate, or None (its reject is counted)."""
-        seed = self.rng.getrandbits(31)  # drawn even when remembered: the same sequence either way
-        # With every sampling position decided, the seed plays no part: the result is remembered.
-        full = decisions is not None and self._positions[sketch_index] <= decisions.keys()
-        memo_key = (sketch_index, decision_key(decisions)) if full else None  # type: ignore[arg-type]
-        made = self._made.get(memo_key) if memo_key is not None else None
-        if made is None:
-            try:
-                made = make_candidate(
-                    self.task.func, self.sketches[sketch_index], sketch_index, decisions, self.postprocs, seed=seed
-                )
-            except Rejected as rejected:
-                made = rejected
+        return self.make_many([(sketch_index, decisions)])[0]
+
+    def make_many(self, requests: Sequence[tuple[int, dict[int, Any] | None]]) -> list[Candidate | None]:
+        """``make`` for each (sketch index, decisions), in order; the makes run in the
+        ``maker``'s worker processes when it has some. Seeds are drawn here, in order, so the
+        results do not depend on where they were made."""
+        from metasched.search.parallel import Job, make_here
+
+        results: list[Candidate | Rejected | None] = [None] * len(requests)
+        jobs: list[Job] = []
+        job_positions: list[list[int]] = []  # request positions each job answers
+        pending: dict[tuple[Any, ...], int] = {}  # memo key -> its job, within this round
+        memo_keys: list[tuple[Any, ...] | None] = []
+        for position, (sketch_index, decisions) in enumerate(requests):
+            seed = self.rng.getrandbits(31)  # drawn even when remembered: the same sequence either way
+            # With every sampling position decided, the seed plays no part: the result is remembered.
+            full = decisions is not None and self._positions[sketch_index] <= decisions.keys()
+            memo_key = (sketch_index, decision_key(decisions)) if full else None  # type: ignore[arg-type]
+            if memo_key is not None and memo_key in self._made:
+                self._made.move_to_end(memo_key)
+                results[position] = self._made[memo_key]
+                continue
+            if memo_key is not None and memo_key in pending:
+                job_positions[pending[memo_key]].append(position)
+                continue
             if memo_key is not None:
-                self._made[memo_key] = made
-                if len(self._made) > self.MEMO_SIZE:
-                    self._made.popitem(last=False)
-        elif memo_key is not None:
-            self._made.move_to_end(memo_key)
-        if isinstance(made, Rejected):
-            self.rejects[f"{made.stage}: {made.reason}"] += 1
-            return None
-        self.made += 1
-        return made
+                pending[memo_key] = len(jobs)
+            jobs.append((sketch_index, decisions, seed))
+            job_positions.append([position])
+            memo_keys.append(memo_key)
+        if jobs:
+            if self.maker is not None:
+                made = self.maker.make_many(self.task.func, self.sketches, self.postprocs, jobs)
+            else:
+                made = [make_here(self.task.func, self.sketches, self.postprocs, job) for job in jobs]
+            for result, positions, memo_key in zip(made, job_positions, memo_keys):
+                for position in positions:
+                    results[position] = result
+                if memo_key is not None:
+                    self._made[memo_key] = result
+                    if len(self._made) > self.MEMO_SIZE:
+                        self._made.popitem(last=False)
+        out: list[Candidate | None] = []
+        for result in results:
+            if isinstance(result, Rejected):
+                self.rejects[f"{result.stage}: {result.reason}"] += 1
+                out.append(None)
+            else:
+                self.made += 1
+                out.append(result)
+        return out
 
     def sample(self) -> Candidate | None:
         return self.make(self.rng.randrange(len(self.sketches)), None)
@@ -127,17 +155,11 @@ class SearchStrategy:
     def warm_start(self, traces_and_seconds: Sequence[tuple[Trace, float | None]]) -> list[Candidate]:
         """Take measured traces (e.g. from the database) as known results; returns the candidates
         remade from them (for the cost model's features)."""
-        remade: list[Candidate] = []
-        seconds: list[float | None] = []
-        for trace, value in traces_and_seconds:
-            found = sketch_of(trace, self.sketches)
-            if found is None:
-                continue
-            candidate = self.make(*found)
-            if candidate is None:
-                continue
-            remade.append(candidate)
-            seconds.append(value)
+        found = [(sketch_of(trace, self.sketches), value) for trace, value in traces_and_seconds]
+        found = [(where, value) for where, value in found if where is not None]
+        made = self.make_many([where for where, _ in found])  # type: ignore[misc]
+        remade = [candidate for candidate in made if candidate is not None]
+        seconds = [value for candidate, (_, value) in zip(made, found) if candidate is not None]
         self.notify(remade, seconds)
         return remade
 
@@ -147,14 +169,18 @@ class SearchStrategy:
     def _fresh(self, count: int, seen: set[Any], attempts_per: int = 4) -> list[Candidate]:
         """Up to ``count`` new random candidates, not measured and not in ``seen``."""
         out: list[Candidate] = []
-        for _ in range(count * attempts_per):
-            if len(out) >= count:
-                break
-            candidate = self.sample()
-            if candidate is None or not self.is_new(candidate) or candidate.key in seen:
-                continue
-            seen.add(candidate.key)
-            out.append(candidate)
+        attempts = 0
+        while len(out) < count and attempts < count * attempts_per:
+            wanted = min(count - len(out), count * attempts_per - attempts)
+            attempts += wanted
+            requests = [(self.rng.randrange(len(self.sketches)), None) for _ in range(wanted)]
+            for candidate in self.make_many(requests):
+                if len(out) >= count:
+                    break
+                if candidate is None or not self.is_new(candidate) or candidate.key in seen:
+                    continue
+                seen.add(candidate.key)
+                out.append(candidate)
         return out
 
 
@@ -196,7 +222,8 @@ class EvolutionarySearch(SearchStrategy):
         self.epsilon = epsilon
         self.mutators = list(mutators) if mutators is not None else default_mutators()
 
-    def _mutant(self, parent: Candidate) -> Candidate | None:
+    def _mutation(self, parent: Candidate) -> dict[int, Any] | None:
+        """New decisions for ``parent``'s sketch (up to three mutators tried), or None."""
         mutators = [m for m, _ in self.mutators]
         weights = [w for _, w in self.mutators]
         sketch = self.sketches[parent.sketch_index]
@@ -204,8 +231,26 @@ class EvolutionarySearch(SearchStrategy):
             mutator = self.rng.choices(mutators, weights=weights)[0]
             decisions = mutator.mutate(sketch, parent.decisions, self.rng)
             if decisions is not None:
-                return self.make(parent.sketch_index, decisions)
+                return decisions
         return None
+
+    def _children(self, parents: list[Candidate]) -> list[Candidate | None]:
+        """Each parent mutated (with probability ``mutate_prob``; else itself); None where no
+        mutation applied or the mutant was rejected. The mutants are made in one round."""
+        plan: list[Candidate | int | None] = []
+        requests: list[tuple[int, dict[int, Any]]] = []
+        for parent in parents:
+            if self.rng.random() >= self.mutate_prob:
+                plan.append(parent)
+                continue
+            decisions = self._mutation(parent)
+            if decisions is None:
+                plan.append(None)
+                continue
+            plan.append(len(requests))
+            requests.append((parent.sketch_index, decisions))
+        made = self.make_many(requests)
+        return [made[item] if isinstance(item, int) else item for item in plan]
 
     def next_batch(self, size: int) -> list[Candidate]:
         seen: set[Any] = set()
@@ -223,8 +268,7 @@ class EvolutionarySearch(SearchStrategy):
             self.score(population)
             parents = self._select(population)
             children: list[Candidate] = []
-            for parent in parents:
-                child = self._mutant(parent) if self.rng.random() < self.mutate_prob else parent
+            for child in self._children(parents):
                 if child is None:
                     continue
                 if child.key not in seen:

@@ -77,8 +77,9 @@ class FakeMeasurer:
 
 @pytest.mark.parametrize("cost_model", ["random", "xgb"])
 def test_the_same_seed_gives_the_same_sequence_of_candidates(tmp_path, cost_model: str) -> None:  # noqa: ANN001
+    """Also whether candidates are made in this process or in two worker processes."""
     runs = []
-    for attempt in range(2):
+    for attempt, search_workers in enumerate((1, 2)):
         measurer = FakeMeasurer()
         metasched.tune(
             matmul,
@@ -91,6 +92,7 @@ def test_the_same_seed_gives_the_same_sequence_of_candidates(tmp_path, cost_mode
             measurer=measurer,
             search_options={"population": 16},
             log=_quiet,
+            search_workers=search_workers,
         )
         runs.append(measurer.seen[:24])  # the end of a tune re-checks the best: not a candidate
     assert len(runs[0]) == 24

@@ -1,0 +1,216 @@
+"""Making candidates in worker processes while the search waits for them.
+
+Making a candidate -- replaying its sketch, running the postprocessors and the validator -- is
+most of the search's time (0.2-0.7 s each for a conv2d on a 2-core machine; a batch of 32
+measured candidates makes about 170). The makes of one round are independent, so
+``CandidateMaker`` deals them in chunks to worker processes -- fresh interpreters started with
+``subprocess`` as the measurer's are (libgomp does not survive fork; multiprocessing's spawn
+would re-import the caller's script) -- and collects the results in order:
+
+    maker = CandidateMaker(workers=2)
+    results = maker.make_many(task_func, sketches, postprocs, [(sketch_index, decisions, seed), ...])
+    maker.close()
+
+(``shared_maker(workers)`` keeps one for the process: ``metasched.tune`` uses that.) Each result is a ``Candidate`` or a ``Rejected``, the same as ``make_candidate`` in this process
+with the same seed gives: the search draws every seed itself, so the candidates do not depend on
+the number of workers. The task's program, sketches and postprocessors travel with each chunk as
+one pickled payload (tens of kilobytes), unpickled once per worker and kept by its digest. A worker
+process that dies takes the pool with it: the maker says so once and makes the rest in this
+process.
+"""
+
+from __future__ import annotations
+
+import atexit
+import hashlib
+import logging
+import os
+import pickle
+import socket
+import subprocess
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
+from multiprocessing.connection import Connection, wait
+from typing import Any
+
+from metasched.search.candidate import Candidate, Rejected, make_candidate
+from tir.ir import PrimFunc
+from tir.schedule import Trace
+
+__all__ = ["CandidateMaker", "Job", "MadeProgram", "shared_maker"]
+
+log = logging.getLogger(__name__)
+
+#: One make: the sketch's index, its decisions (None or partial: the rest sampled) and the seed.
+Job = tuple[int, "dict[int, Any] | None", int]
+
+
+@dataclass(frozen=True)
+class MadeProgram:
+    """What a candidate made in another process carries instead of its live ``Schedule``: the
+    scheduled program and its full trace (all the search and the measurer read of it)."""
+
+    func: PrimFunc
+    trace: Trace
+
+
+def make_here(func: PrimFunc, sketches: Sequence[Trace], postprocs: Sequence[Any], job: Job) -> Candidate | Rejected:
+    sketch_index, decisions, seed = job
+    try:
+        return make_candidate(func, sketches[sketch_index], sketch_index, decisions, postprocs, seed=seed)
+    except Rejected as rejected:
+        return rejected
+
+
+# ---------------------------------------------------------------- the worker side
+
+_payloads: dict[str, tuple[PrimFunc, list[Trace], list[Any]]] = {}
+
+
+def _make_chunk(digest: str, payload: bytes, jobs: list[Job]) -> list[tuple[Any, ...]]:
+    if digest not in _payloads:
+        if len(_payloads) >= 4:
+            _payloads.pop(next(iter(_payloads)))
+        _payloads[digest] = pickle.loads(payload)
+    func, sketches, postprocs = _payloads[digest]
+    out: list[tuple[Any, ...]] = []
+    for job in jobs:
+        made = make_here(func, sketches, postprocs, job)
+        if isinstance(made, Rejected):
+            out.append(("rejected", made.stage, made.reason))
+        else:
+            out.append(("made", made.sketch_index, made.decisions, made.func, made.trace, made.hash))
+    return out
+
+
+_BOOTSTRAP = """
+import sys
+try:
+    import ctypes, signal
+    ctypes.CDLL(None).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG: die with the search
+except Exception:
+    pass
+from multiprocessing.connection import Connection
+connection = Connection(int(sys.argv[1]))
+sys.path[:] = connection.recv()
+from metasched.search.parallel import serve
+serve(connection)
+"""
+
+
+def serve(connection: Connection) -> None:
+    """A worker's loop: ("make", digest, payload, jobs) -> the encoded results, until the
+    connection closes."""
+    while True:
+        try:
+            _, digest, payload, jobs = connection.recv()
+        except (EOFError, OSError):
+            return
+        connection.send(_make_chunk(digest, payload, jobs))
+
+
+class _Worker:
+    def __init__(self) -> None:
+        parent_end, child_end = socket.socketpair()
+        environment = dict(os.environ, OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1")
+        self.process = subprocess.Popen(
+            [sys.executable, "-c", _BOOTSTRAP, str(child_end.fileno())],
+            pass_fds=(child_end.fileno(),),
+            stdin=subprocess.DEVNULL,
+            env=environment,
+        )
+        child_end.close()
+        self.connection = Connection(parent_end.detach())
+        self.connection.send(list(sys.path))
+
+    def close(self) -> None:
+        self.connection.close()
+        try:
+            self.process.wait(5.0)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+
+
+# ---------------------------------------------------------------- the search side
+
+
+class CandidateMaker:
+    """``workers`` processes making candidates (see the module docstring), started on first use.
+
+    ``workers`` <= 1 makes everything in this process. Small rounds (fewer jobs than
+    ``min_parallel``) are made here too: shipping them costs more than it saves."""
+
+    def __init__(self, workers: int | None = None, min_parallel: int = 4) -> None:
+        if workers is None:
+            workers = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+        self.workers = max(1, workers)
+        self.min_parallel = min_parallel
+        self._pool: list[_Worker] = []
+        self._broken = False
+
+    def make_many(
+        self, func: PrimFunc, sketches: Sequence[Trace], postprocs: Sequence[Any], jobs: Sequence[Job]
+    ) -> list[Candidate | Rejected]:
+        """The results of ``jobs``, in order."""
+        jobs = list(jobs)
+        if self.workers <= 1 or self._broken or len(jobs) < self.min_parallel:
+            return [make_here(func, sketches, postprocs, job) for job in jobs]
+        if not self._pool:
+            self._pool = [_Worker() for _ in range(self.workers)]
+        payload = pickle.dumps((func, list(sketches), list(postprocs)))
+        digest = hashlib.sha1(payload).hexdigest()
+        # Jobs dealt round-robin (neighbouring jobs often cost alike), one chunk per worker.
+        count = min(len(jobs), len(self._pool))
+        try:
+            for index in range(count):
+                self._pool[index].connection.send(("make", digest, payload, jobs[index::count]))
+            replies: dict[int, list[tuple[Any, ...]]] = {}
+            waiting = {self._pool[index].connection: index for index in range(count)}
+            while waiting:
+                for ready in wait(list(waiting)):
+                    index = waiting.pop(ready)  # type: ignore[call-overload]
+                    replies[index] = ready.recv()  # type: ignore[union-attr]
+        except (EOFError, OSError) as error:
+            self._broken = True
+            log.warning("a candidate-making process died (%s); making candidates in this process from now on", error)
+            self.close()
+            return [make_here(func, sketches, postprocs, job) for job in jobs]
+        results: list[Candidate | Rejected | None] = [None] * len(jobs)
+        for index, reply in replies.items():
+            for position, item in zip(range(index, len(jobs), count), reply):
+                results[position] = _decode(item)
+        return results  # type: ignore[return-value]
+
+    def close(self) -> None:
+        for worker in self._pool:
+            worker.close()
+        self._pool = []
+
+    def __enter__(self) -> CandidateMaker:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+_shared: dict[int, CandidateMaker] = {}
+
+
+def shared_maker(workers: int | None = None) -> CandidateMaker:
+    """A maker kept for this process (one per worker count), so that tune after tune does not
+    start its workers again; they end with the process."""
+    maker = CandidateMaker(workers)
+    kept = _shared.get(maker.workers)
+    if kept is None or kept._broken:
+        kept = _shared[maker.workers] = maker
+        atexit.register(kept.close)
+    return kept
+
+
+def _decode(item: tuple[Any, ...]) -> Candidate | Rejected:
+    if item[0] == "rejected":
+        return Rejected(item[1], item[2])
+    _, sketch_index, decisions, func, trace, structural = item
+    return Candidate(sketch_index, decisions, MadeProgram(func, trace), hash=structural)  # type: ignore[arg-type]
