@@ -59,10 +59,22 @@ class MeasureResult:
 
 def _check_local_tools(target: str) -> None:
     """Raise ``AArch64ToolchainError`` (one line, naming what is missing) when this machine
-    cannot run ``target``'s code under qemu; nothing for a target it runs natively."""
+    cannot run ``target``'s code under qemu, ``CUDADeviceError`` (one line) for a CUDA target
+    on a machine without a usable GPU; nothing for a target it runs natively."""
     from tir.target import Target
 
     resolved = Target.parse(target)
+    if resolved.is_cuda:
+        from tir.runtime.cuda import CUDADeviceError, device_missing_reason
+
+        reason = device_missing_reason()
+        if reason is not None:
+            raise CUDADeviceError(
+                f"cannot measure target {resolved.text!r} on this machine: {reason}; measuring needs an NVIDIA "
+                "GPU (the design space still generates, verifies and compiles here: metasched.SpaceGenerator, "
+                "tir.build)"
+            )
+        return
     if resolved.isa != "aarch64" or Target.host().isa == "aarch64":
         return
     from tir.runtime.aarch64 import AArch64ToolchainError, find_toolchain

@@ -15,6 +15,7 @@ import tir
 import tir.script as T
 from metasched.space.generator import SpaceGenerator
 from metasched.space.postproc.rewrite_cooperative_fetch import COOPERATIVE_FETCH
+from metasched.space.postproc.rewrite_tensor_core import TENSOR_CORE
 from metasched.space.rules import default_rules
 from metasched.space.rules.multi_level_tiling_tensor_core import MultiLevelTilingTensorCore, default_groups
 from tir.schedule import Schedule
@@ -88,7 +89,8 @@ def _sample(func: tir.PrimFunc, target: str, count: int) -> tuple[list[Schedule]
     for seed in range(count):
         sch = Schedule(func, seed=seed)
         try:
-            sketches[seed % len(sketches)].apply_to(sch)
+            sketch = sketches[seed % len(sketches)]
+            sketch.apply_to(sch, dict.fromkeys(sketch.decisions))  # every decision sampled anew
             for postproc in postprocs:
                 postproc.apply(sch)
         except Exception as error:  # noqa: BLE001 - counted with its reason
@@ -115,8 +117,9 @@ def test_sketches_cover_wmma_and_mma_with_and_without_pipelining() -> None:
     schedules = SpaceGenerator().generate_schedules(func, SM80)
     assert len(schedules) == 4  # (WMMA, mma.sync) x (pipelined, not)
     texts = [s.func.script() for s in schedules]
-    assert sum("wmma_mma_sync" in t for t in texts) == 2
-    assert sum("ptx_mma_sync" in t for t in texts) == 2
+    assert sum("wmma_load_matrix_sync" in t for t in texts) == 2
+    assert sum("ptx_ldmatrix" in t for t in texts) == 2
+    assert all(TENSOR_CORE in t for t in texts)  # the update is tensorized by the postprocessor
     assert sum("software_pipeline_stage" in t for t in texts) == 2
     for text in texts:
         assert 'thread="blockIdx.y"' in text and 'thread="threadIdx.y"' in text
@@ -158,6 +161,25 @@ def test_sampled_candidates_verify(workload: str, target: str) -> None:
         assert tir.structural_equal(again.func, sch.func)
     assert any("wmma_mma_sync" in sch.func.script() for sch in good)
     assert any("ptx_mma_sync" in sch.func.script() for sch in good)
+    assert len({sch.trace.to_json() for sch in good}) > len(good) // 2  # not the same few programs
+
+
+def test_each_decision_mutated_alone_still_replays_and_verifies() -> None:
+    """The search mutates one decision of a candidate at a time: every such change leaves a
+    program that replays and verifies (tile sizes are chosen so that any one choice fits)."""
+    func = make_gemm(512)
+    space = SpaceGenerator()
+    sketch = space.generate(func, SM80)[0]
+    postprocs = space.postprocs_for(SM80)
+    base = Schedule(func, seed=3)
+    sketch.apply_to(base, dict.fromkeys(sketch.decisions))
+    decisions = base.trace.decisions
+    for position in list(decisions)[:8]:
+        for seed in range(2):
+            sch = Schedule(func, seed=100 + seed)
+            sketch.apply_to(sch, {**decisions, position: None})
+            for postproc in postprocs:
+                postproc.apply(sch)
 
 
 @pytest.mark.slow
@@ -173,3 +195,16 @@ def test_compiled_candidates_have_hmma(workload: str, target: str, nvcc: str, sa
         module = tir.build(sch.func, target)
         sass = module.get_source("sass")  # type: ignore[attr-defined]
         assert "HMMA" in sass
+
+
+def test_tune_without_a_gpu_fails_at_once_with_one_line() -> None:
+    import metasched
+    from tir.runtime.cuda import CUDADeviceError, device_missing_reason
+
+    if device_missing_reason() is None:
+        pytest.skip("this machine has a CUDA device")
+    with pytest.raises(CUDADeviceError) as caught:
+        metasched.tune(make_gemm(256), target=SM80, trials=2, log=lambda line: None)
+    message = str(caught.value)
+    assert "\n" not in message
+    assert message.startswith("cannot measure target 'cuda -arch=sm_80' on this machine:")

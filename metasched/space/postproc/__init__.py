@@ -38,8 +38,8 @@ class Postproc:
 def default_postprocs(target: str | Target) -> list[Postproc]:
     """The CPU postprocessors, in order: decompose reductions (so their init is a loop nest of
     its own, vectorized like any other), parallel / vectorize / unroll from the root
-    annotations, then the validator. On CUDA: cooperative fetch, unbound blocks, and the
-    validator with shared memory judged as lowered."""
+    annotations, then the validator. On CUDA: cooperative fetch, unbound blocks, the Tensor Core
+    init and update, and the validator with shared memory judged as lowered."""
     from metasched.space.postproc.rewrite_parallel_vectorize_unroll import RewriteParallelVectorizeUnroll
     from metasched.space.postproc.rewrite_reduction_block import RewriteReductionBlock
     from metasched.space.postproc.verify import Verify
@@ -47,11 +47,13 @@ def default_postprocs(target: str | Target) -> list[Postproc]:
     parsed = Target.parse(target)
     if parsed.is_cuda:
         from metasched.space.postproc.rewrite_cooperative_fetch import RewriteCooperativeFetch
+        from metasched.space.postproc.rewrite_tensor_core import RewriteTensorCore
         from metasched.space.postproc.rewrite_unbound_block import RewriteUnboundBlock
         from metasched.space.postproc.verify_gpu import VerifyGPU
 
         # The shared-memory copies spread over the thread block, every block left outside a
-        # kernel given one, then the validator (thread extents, warp-level ops; shared memory
-        # measured on the lowered kernels, where compaction and pipelining have sized it).
-        return [RewriteCooperativeFetch(), RewriteUnboundBlock(), VerifyGPU(parsed)]
+        # kernel given one, the Tensor Core init and update tensorized, then the validator
+        # (thread extents, warp-level ops; shared memory measured on the lowered kernels,
+        # where compaction and pipelining have sized it).
+        return [RewriteCooperativeFetch(), RewriteUnboundBlock(), RewriteTensorCore(), VerifyGPU(parsed)]
     return [RewriteReductionBlock(), RewriteParallelVectorizeUnroll(), Verify(parsed)]

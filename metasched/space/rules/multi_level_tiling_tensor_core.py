@@ -45,6 +45,7 @@ from dataclasses import dataclass
 import tir.intrin.cuda as I
 from metasched.space.analysis import TILED
 from metasched.space.postproc.rewrite_cooperative_fetch import COOPERATIVE_FETCH
+from metasched.space.postproc.rewrite_tensor_core import TENSOR_CORE
 from metasched.space.rules import SketchRule, try_on_copy
 from metasched.space.rules.multi_level_tiling_intrin import _pack_in_layout_order
 from metasched.space.tensorize import TensorizeCandidate, _position, _roles_now, match_intrin
@@ -212,11 +213,9 @@ class MultiLevelTilingTensorCore(SketchRule):
         n16, n_in = sch.split(n, [None, group.n_tile])
         k16, k_in = sch.split(k, [None, 16])
         most_m = self.max_warp_tiles if c_shared is None else min(self.max_warp_tiles, 2)
-        (rest_m, tm), _ = _tiles(sch, m16, most_m)
-        (bm, wm), (_, wm_size) = _tiles(sch, rest_m, self.max_warps)
-        (rest_n, tn), _ = _tiles(sch, n16, self.max_warp_tiles)
-        (bn, wn), (_, wn_size) = _tiles(sch, rest_n, self.max_warps)
-        (ko, ki), _ = _tiles(sch, k16, self.max_k_tiles)
+        (bm, wm, tm), wm_size = _warp_tiles(sch, m16, most_m, self.max_warps)
+        (bn, wn, tn), wn_size = _warp_tiles(sch, n16, self.max_warp_tiles, self.max_warps)
+        ko, ki = sch.split(k16, sch.sample_perfect_tile(k16, n=2, max_innermost_factor=self.max_k_tiles))
         sch.reorder(bm, bn, ko, wm, wn, ki, tm, tn, m_in, n_in, k_in)
         sch.bind(bm, "blockIdx.y")
         sch.bind(bn, "blockIdx.x")
@@ -250,19 +249,27 @@ class MultiLevelTilingTensorCore(SketchRule):
         sch.reorder(bj0, bk)
         sch.tensorize(bk, group.load_b)
 
-        init = sch.decompose_reduction(block, ko)
-        sch.tensorize(m_in, group.sync)
-        sch.tensorize(sch.get_loops(init)[-2], group.fill)
+        # decompose_reduction at ko and the update's and init's tensorize wait for the
+        # postprocessor: the init's loop nest drops the loops of extent 1, so its length
+        # depends on the tile sizes, which a trace must not.
+        sch.annotate(block, TENSOR_CORE, f"{group.sync},{group.fill}")
         if pipelined:
             # Copy k tile ko + 1 (stage 0: A, B) while tile ko is multiplied (stage 1).
             sch.annotate(ko, "software_pipeline_stage", [0, 0, 1])
             sch.annotate(ko, "software_pipeline_order", [0, 1, 2])
 
 
-def _tiles(sch: Schedule, loop: LoopRV, most: int) -> tuple[list[LoopRV], list[ExprRV]]:
-    """``loop`` split in two by a sampled perfect tile, the inner part at most ``most``."""
-    sizes = sch.sample_perfect_tile(loop, n=2, max_innermost_factor=most)
-    return sch.split(loop, sizes), sizes
+def _warp_tiles(sch: Schedule, loop: LoopRV, most_tiles: int, most_warps: int) -> tuple[list[LoopRV], ExprRV]:
+    """``loop`` (in intrinsic tiles) split into [thread blocks, warps, tiles per warp] by two
+    sampled choices, each alone safe to mutate: tiles per warp among the divisors of the
+    extent up to ``most_tiles``, warps among those up to ``most_warps`` that divide the extent
+    with the most tiles per warp. Returns the loops and the warps' sample."""
+    extent = sch.get(loop).extent.value  # type: ignore[union-attr]
+    tiles = [d for d in range(1, most_tiles + 1) if extent % d == 0]
+    warps = [w for w in range(1, most_warps + 1) if extent % (w * tiles[-1]) == 0]
+    tile = sch.sample_categorical(tiles, [1.0] * len(tiles))
+    warp = sch.sample_categorical(warps, [1.0] * len(warps))
+    return sch.split(loop, [None, warp, tile]), warp
 
 
 def _roles(sch: Schedule, block: BlockRV, sync: str) -> dict[str, int]:
