@@ -47,7 +47,12 @@ class RewriteUnboundBlock(Postproc):
             if _has_child_blocks(realize):
                 continue  # a block holding others (the root, a blockized block's parent)
             if any(iv.kind is not IterKind.SPATIAL for iv in realize.block.iter_vars):
-                raise PostprocError(self.name, f"block {name!r} is a reduction outside every kernel")
+                raise PostprocError(
+                    self.name,
+                    f"block {name!r} is a reduction outside every kernel: no CUDA rule scheduled it (the "
+                    "Tensor Core tiling takes float16 GEMM-like blocks whose extents are multiples of the "
+                    "intrinsic's; a plain GPU tiling is not there yet)",
+                )
             own = copy_loops(sch.index, nest, realize)
             if not own or len(own) != len(nest) or not all(isinstance(loop.extent, IntImm) for loop in own):
                 raise PostprocError(self.name, f"block {name!r} is outside every kernel and not a plain loop nest")

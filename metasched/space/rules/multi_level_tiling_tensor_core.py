@@ -165,6 +165,8 @@ class MultiLevelTilingTensorCore(SketchRule):
                 continue
             if sorted(g.intrin_iter or "" for g in found.groups) != ["vi", "vj", "vk"]:
                 continue  # a batch class stays outside: not handled
+            if found.padded:
+                continue  # extents not multiples of the intrinsic's: padding not handled yet
             fits.append((group, found))
         return fits
 

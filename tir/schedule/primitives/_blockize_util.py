@@ -27,6 +27,7 @@ from tir.ir import (
     BufferLoad,
     BufferRegion,
     BufferStore,
+    Cast,
     Evaluate,
     FloatImm,
     For,
@@ -780,6 +781,11 @@ class Matcher:
                 desc, block, f"the expressions differ: `{desc}` in the intrinsic, `{block}` in the block", HINT_EXPR
             )
         if type(desc) is not type(block):
+            # A float constant written two ways (``T.cast(0, "float32")`` in an intrinsic's
+            # fill, ``T.float32(0)`` in a workload's init) is the same value.
+            desc_value, block_value = _float_constant(desc), _float_constant(block)
+            if desc_value is not None and desc_value == block_value:
+                return
             raise MatchFailure(
                 desc, block, f"the expressions differ: `{desc}` in the intrinsic, `{block}` in the block", HINT_EXPR
             )
@@ -817,6 +823,17 @@ class Matcher:
                 raise MatchFailure(
                     desc, block, f"the expressions differ: `{desc}` in the intrinsic, `{block}` in the block", HINT_EXPR
                 )
+
+
+def _float_constant(expr: PrimExpr) -> float | None:
+    """The value of a float constant or of a float cast of a small int constant (exact in every
+    float type, float16 included), else None."""
+    if isinstance(expr, FloatImm):
+        return float(expr.value)
+    if isinstance(expr, Cast) and expr.dtype.is_float and isinstance(expr.value, IntImm):
+        if abs(expr.value.value) <= 2048:
+            return float(expr.value.value)
+    return None
 
 
 def _has_load(expr: PrimExpr) -> bool:
