@@ -71,7 +71,7 @@ def _check_local_tools(target: str) -> None:
         if reason is not None:
             raise CUDADeviceError(
                 f"cannot measure target {resolved.text!r} on this machine: {reason}; measuring needs an NVIDIA "
-                "GPU (the design space still generates, verifies and compiles here: metasched.SpaceGenerator, "
+                "GPU (the design space still generates, verifies and compiles here: metasched.space.SpaceGenerator, "
                 "tir.build)"
             )
         return

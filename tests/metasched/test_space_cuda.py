@@ -246,6 +246,8 @@ def test_compiled_candidates_have_hmma(workload: str, target: str, nvcc: str, sa
         module = tir.build(sch.func, target)
         sass = module.get_source("sass")  # type: ignore[attr-defined]
         assert "HMMA" in sass
+        if "software_pipeline_stage" in sch.func.script():
+            assert "LDGSTS" in sass  # the pipelined copies are cp.async
 
 
 def test_tune_without_a_gpu_fails_at_once_with_one_line() -> None:

@@ -3,38 +3,42 @@
 Fits a float16 GEMM-like block (``C += cast(A) * cast(B)``: matmul, dense, conv2d NHWC through
 ReIndex) that ``metasched.space.tensorize.match_intrin`` maps onto a registered Tensor Core
 ``*_sync`` intrinsic of the target with every block iterator inside the intrinsic (no batch
-class). Per intrinsic group (WMMA float32 / float16 accumulate, ``mma.sync`` m16n8k16 with
-``ldmatrix`` on sm_80+) and per pipelining choice, one sketch, the hand schedule of
-examples/matmul_tensorcore.py with its constants sampled:
+class) and no padding needed. Per intrinsic group (WMMA float32 / float16 accumulate,
+``mma.sync`` m16n8k16 with ``ldmatrix`` on sm_80+) and per pipelining choice, one sketch: the
+hand schedule of examples/matmul_tensorcore.py with its constants sampled.
 
-1. the block is brought to GEMM form by the tensorization analysis' own steps: operands not
-   indexed one plain index per fused iterator are copied (``reindex``: a convolution's input
-   becomes its im2col copy, the weights a ``[k, n]`` matrix), the iterators fused by
-   characteristic vector (``transform_block_layout``) and padded to multiples of the intrinsic
-   (``pad_einsum``): ``C'[m, n] += A'[m, k] * B'[k, n]``;
+1. GEMM form, by the tensorization analysis' own steps: operands not indexed one plain index
+   per fused iterator are copied (``reindex``: a convolution's input becomes its im2col copy,
+   the weights a ``[k, n]`` matrix), the iterators fused by characteristic vector
+   (``transform_block_layout``): ``C'[m, n] += A'[m, k] * B'[k, n]``;
 2. data movement (AutoCopy): the accumulator in the intrinsic's fragment scope
    (``cache_write``), A' and B' staged in ``shared`` memory and from there in the fragment
-   scopes the intrinsic reads (``cache_read`` twice); the operand copies made by step 1 are
-   inlined into the shared-memory copies, so the im2col matrix is never stored;
-3. tiling: ``m`` split into [blockIdx.y, warp, per-warp tiles, 16], ``n`` into [blockIdx.x,
-   warp, per-warp tiles, 16 or 8], ``k`` into [ko, ki, 16]; the order is
-   ``bm bn ko (wm wn) ki tm tn | m16 n16 k16`` (S S R S R S, with the two warp loops fused and
-   bound to ``threadIdx.y``; the warp's 32 lanes are ``threadIdx.x``). Tile sizes are sampled
-   nested (``sample_perfect_tile``: per-warp tiles at most 4, then warps at most 2 per axis, the
-   k tile at most 2 x 16), so every sample fits the thread and static shared-memory limits;
-4. the shared copies sit at ``ko``, padded against bank conflicts (``storage_align``, rows
-   offset by 8 halves) and annotated for the cooperative-fetch postprocessor (which spreads them
-   over the thread block, vectorized up to 16 bytes, once the warp count is known); the fragment
-   loads sit at ``ki``; the accumulator tiles are stored back per warp at ``bn``;
-5. ``decompose_reduction`` at ``ko`` and ``tensorize`` of the fill, the loads, the update and
-   the store; optionally the ``ko`` loop software-pipelined (``software_pipeline_stage`` ``[0,
-   0, 1]``: the next k tile is copied, with ``cp.async`` on sm_80+, while this one is
-   multiplied into double-buffered shared memory).
+   scopes the intrinsic reads (``cache_read`` twice); the operand copies of step 1 are inlined
+   into the shared-memory copies, so the im2col matrix is never stored. A reindexed output
+   (a convolution's ``C'``) goes fragment -> shared -> the output tensor itself (the copy back
+   is inlined into the shared tile's writer), since a kernel cannot allocate a global ``C'``;
+3. tiling: ``m`` split into [blockIdx.y, warps, tiles per warp, 16], ``n`` into [blockIdx.x,
+   warps, tiles per warp, 16 or 8], ``k`` into [ko, ki, 16]; the order is
+   ``bm bn ko (wm wn) ki tm tn | m16 n16 k16`` (S S R S R S, the two warp loops fused and bound
+   to ``threadIdx.y``; a warp's 32 lanes are ``threadIdx.x``). The sizes are decisions:
+   tiles per warp and warps per axis are ``sample_categorical`` among the divisors that fit
+   (tiles at most 4, 2 through shared memory; warps at most 2), each safe to change alone, so
+   the search's mutants replay; ``ki`` is a ``sample_perfect_tile`` of at most 2. Every sample
+   fits the thread limits and the 48 KB of static shared memory a kernel may declare;
+4. the shared copies sit at ``ko``, their rows padded against bank conflicts
+   (``storage_align``: rows of 32k + 8 halves) and annotated ``meta_schedule.cooperative_fetch``
+   (``RewriteCooperativeFetch`` spreads them over the thread block, vectorized up to 16 bytes,
+   once the warp count is known); the fragment loads sit at ``ki`` and the accumulator tiles
+   are stored back per warp at ``bn``, all tensorized here;
+5. the update annotated ``meta_schedule.tensor_core`` (``RewriteTensorCore`` decomposes the
+   reduction at ``ko`` and tensorizes the fill and the update: the init's loop nest depends on
+   the sampled sizes); optionally ``ko`` software-pipelined (``software_pipeline_stage`` ``[0,
+   0, 1]``: the next k tile is copied, with ``cp.async`` on sm_80+, into double-buffered shared
+   memory while this one is multiplied).
 
 A step a primitive refuses drops that sketch; a block no group fits is left to the next rules.
-Not done: batch classes (batch matmul), an epilogue fused into the store, the output of a
-reindexed block written straight to its consumer (a conv2d's ``C'`` is a global buffer copied
-back by a kernel of its own, bound by ``RewriteUnboundBlock``).
+Not done: batch classes (batch matmul), extents that need padding (``pad_einsum``'s unpadding
+copy carries a predicate ``reverse_compute_at`` refuses), an epilogue fused into the store.
 """
 
 from __future__ import annotations
@@ -131,6 +135,11 @@ def default_groups(target: str | Target) -> list[TensorCoreGroup]:
 
 
 class MultiLevelTilingTensorCore(SketchRule):
+    """The rule (module docstring). ``groups``: the intrinsic groups to try (default: those the
+    target runs); ``max_warp_tiles`` / ``max_warps``: per axis, the most intrinsic tiles per
+    warp and warps per thread block; ``max_k_tiles``: the most k tiles per shared-memory stage;
+    ``pipeline``: the pipelining choices, one sketch each."""
+
     name = "multi_level_tiling_tensor_core"
     structure = "SSSRRSRS"
 
