@@ -134,6 +134,8 @@ def test_float16_accumulation_uses_the_f16_wmma_intrinsic() -> None:
     good, rejected = _sample(make_gemm(256, acc="float16"), SM80, 4)
     assert len(good) == 4, rejected
     assert "wmma_fill_fragment" in good[0].func.script()
+    good, rejected = _sample(make_conv2d_nhwc(acc="float16"), SM80, 2)
+    assert len(good) == 2, rejected
 
 
 def test_blocks_without_an_intrinsic_are_left_alone() -> None:
