@@ -85,9 +85,10 @@ def _make_chunk(digest: str, payload: bytes, jobs: list[Job]) -> list[tuple[Any,
 
 
 _BOOTSTRAP = """
-import sys
+import signal, sys
+signal.signal(signal.SIGINT, signal.SIG_IGN)  # a terminal's Ctrl-C is for the tuner, which ends us
 try:
-    import ctypes, signal
+    import ctypes
     ctypes.CDLL(None).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG: die with the search
 except Exception:
     pass
@@ -107,7 +108,11 @@ def serve(connection: Connection) -> None:
             _, digest, payload, jobs = connection.recv()
         except (EOFError, OSError):
             return
-        connection.send(_make_chunk(digest, payload, jobs))
+        reply = _make_chunk(digest, payload, jobs)
+        try:
+            connection.send(reply)
+        except (EOFError, OSError):
+            return
 
 
 class _Worker:
@@ -124,8 +129,10 @@ class _Worker:
         self.connection = Connection(parent_end.detach())
         self.connection.send(list(sys.path))
 
-    def close(self) -> None:
+    def close(self, kill: bool = False) -> None:
         self.connection.close()
+        if kill:
+            self.process.kill()
         try:
             self.process.wait(5.0)
         except subprocess.TimeoutExpired:
@@ -175,17 +182,21 @@ class CandidateMaker:
         except (EOFError, OSError) as error:
             self._broken = True
             log.warning("a candidate-making process died (%s); making candidates in this process from now on", error)
-            self.close()
+            self.close(kill=True)
             return [make_here(func, sketches, postprocs, job) for job in jobs]
+        except BaseException:
+            # Interrupted (Ctrl-C) while replies are due: they would answer the next round.
+            self.close(kill=True)
+            raise
         results: list[Candidate | Rejected | None] = [None] * len(jobs)
         for index, reply in replies.items():
             for position, item in zip(range(index, len(jobs), count), reply):
                 results[position] = _decode(item)
         return results  # type: ignore[return-value]
 
-    def close(self) -> None:
+    def close(self, kill: bool = False) -> None:
         for worker in self._pool:
-            worker.close()
+            worker.close(kill)
         self._pool = []
 
     def __enter__(self) -> CandidateMaker:

@@ -182,3 +182,28 @@ def test_task_schedulers_cover_every_task_first_then_follow_the_gain() -> None:
     assert [rr.pick(tasks) for _ in range(3)] == [0, 1, 0]
     tasks[0].done = True
     assert rr.pick(tasks) == 1
+
+
+def test_candidates_made_in_worker_processes_equal_those_made_here() -> None:
+    """CandidateMaker: the same candidates (or rejections) as make_candidate in this process for
+    the same seeds; a worker that dies makes the maker fall back to this process."""
+    from metasched.search.parallel import CandidateMaker, make_here
+    from metasched.space import SpaceGenerator
+
+    space = SpaceGenerator()
+    sketches = space.generate(matmul, "llvm")
+    postprocs = list(space.postprocs_for("llvm"))
+    jobs = [(seed % len(sketches), None, seed) for seed in range(8)]
+    here = [make_here(matmul, sketches, postprocs, job) for job in jobs]
+
+    def outcome(made: object) -> object:
+        return getattr(made, "hash", None) or (made.stage, made.reason)  # type: ignore[attr-defined]
+
+    with CandidateMaker(workers=2) as maker:
+        there = maker.make_many(matmul, sketches, postprocs, jobs)
+        assert [outcome(m) for m in there] == [outcome(m) for m in here]
+        assert all(tir.structural_equal(a.func, b.func) for a, b in zip(here, there) if hasattr(a, "func"))
+        maker._pool[0].process.kill()
+        maker._pool[0].process.wait()
+        again = maker.make_many(matmul, sketches, postprocs, jobs)
+        assert [outcome(m) for m in again] == [outcome(m) for m in here]
