@@ -150,11 +150,11 @@ def _packs(sketch: Trace) -> bool:
 
 def _preference(sketch: Trace, layout_free: bool) -> tuple[bool, bool, bool]:
     """Sorting key, best first: with layout-free parameters (weights), a sketch that packs them
-    (packed once, not per call), else one that packs nothing; padding kept as its own stage
+    (packed once, not per call); padding kept as its own stage
     (inlined, its bounds checks land in the innermost loop and stop vectorization); the
     epilogue fused into the tile."""
     kinds = {inst.kind for inst in sketch.instructions}
-    return (_packs(sketch) != layout_free, "compute_inline" in kinds, "reverse_compute_at" not in kinds)
+    return (layout_free and not _packs(sketch), "compute_inline" in kinds, "reverse_compute_at" not in kinds)
 
 
 def default_candidate(func: PrimFunc, target: str | Target = "llvm", space: Any = None) -> Any:
@@ -179,9 +179,9 @@ def default_candidate(func: PrimFunc, target: str | Target = "llvm", space: Any 
             candidate = make_candidate(func, sketch, index, default_decisions(sketch, target_text), postprocs, seed=0)
         except Exception:  # noqa: BLE001 - Rejected, or a sketch that cannot take the default decisions
             continue
-        if _packs(sketch) and split_prepack(candidate.func).prepack is None:
-            # It packs an operand that changes from call to call (a copy per call): taken only
-            # when nothing else is left, as for a tensorized block, whose every sketch packs.
+        if layout_free and _packs(sketch) and split_prepack(candidate.func).prepack is None:
+            # With weights to pack once, a sketch that packs an operand changing from call to
+            # call (a copy per call) is taken only when nothing else is left.
             fallback = fallback or candidate
             continue
         return candidate
