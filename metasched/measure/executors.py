@@ -44,22 +44,44 @@ from typing import Any
 
 from metasched.measure.builder import Job, build_job, built_modules, first_line
 
-__all__ = ["LocalPool", "close_local_pools", "measure_batch", "serve"]
+__all__ = ["LocalPool", "close_local_pools", "measure_batch", "serve", "start_worker_process"]
 
 # What a worker runs: die with the parent, take the parent's import path, serve.
 _BOOTSTRAP = """
-import sys
+import signal, sys
+if {ignore_sigint}:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
 try:
-    import ctypes, signal
+    import ctypes
     ctypes.CDLL(None).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
 except Exception:
     pass
 from multiprocessing.connection import Connection
 connection = Connection(int(sys.argv[1]))
 sys.path[:] = connection.recv()
-from metasched.measure.executors import serve
+from {module} import serve
 serve(connection)
 """
+
+
+def start_worker_process(
+    module: str, ignore_sigint: bool = False, env: dict[str, str] | None = None
+) -> tuple[subprocess.Popen[bytes], Connection]:
+    """A fresh interpreter running ``module.serve(connection)`` (see the module docstring: a
+    spawn without re-importing the caller's script, dying with this process), and the
+    connection to it. ``ignore_sigint``: the worker ignores a terminal's Ctrl-C."""
+    parent_end, child_end = socket.socketpair()
+    process = subprocess.Popen(
+        [sys.executable, "-c", _BOOTSTRAP.format(module=module, ignore_sigint=ignore_sigint), str(child_end.fileno())],
+        pass_fds=(child_end.fileno(),),
+        stdin=subprocess.DEVNULL,
+        env=env,
+    )
+    child_end.close()
+    connection = Connection(parent_end.detach())
+    connection.send(list(sys.path))
+    return process, connection
+
 
 #: Seconds a worker may take to start (import the compiler, warm up).
 _START_TIMEOUT = 120.0
@@ -161,15 +183,7 @@ class _Worker:
     """One worker process and the connection to it."""
 
     def __init__(self) -> None:
-        parent_end, child_end = socket.socketpair()
-        self.process = subprocess.Popen(
-            [sys.executable, "-c", _BOOTSTRAP, str(child_end.fileno())],
-            pass_fds=(child_end.fileno(),),
-            stdin=subprocess.DEVNULL,
-        )
-        child_end.close()
-        self.connection = Connection(parent_end.detach())
-        self.connection.send(list(sys.path))
+        self.process, self.connection = start_worker_process("metasched.measure.executors")
         self.built: set[int] = set()  # keys of modules built here and not yet run
         self.ready = False  # started up (imports and warm-up done)
 

@@ -26,9 +26,7 @@ import hashlib
 import logging
 import os
 import pickle
-import socket
 import subprocess
-import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from multiprocessing.connection import Connection, wait
@@ -84,22 +82,6 @@ def _make_chunk(digest: str, payload: bytes, jobs: list[Job]) -> list[tuple[Any,
     return out
 
 
-_BOOTSTRAP = """
-import signal, sys
-signal.signal(signal.SIGINT, signal.SIG_IGN)  # a terminal's Ctrl-C is for the tuner, which ends us
-try:
-    import ctypes
-    ctypes.CDLL(None).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG: die with the search
-except Exception:
-    pass
-from multiprocessing.connection import Connection
-connection = Connection(int(sys.argv[1]))
-sys.path[:] = connection.recv()
-from metasched.search.parallel import serve
-serve(connection)
-"""
-
-
 def serve(connection: Connection) -> None:
     """A worker's loop: ("make", digest, payload, jobs) -> the encoded results, until the
     connection closes."""
@@ -117,17 +99,13 @@ def serve(connection: Connection) -> None:
 
 class _Worker:
     def __init__(self) -> None:
-        parent_end, child_end = socket.socketpair()
+        from metasched.measure.executors import start_worker_process
+
+        # A terminal's Ctrl-C is for the tuner, which ends its makers; they need no thread pools.
         environment = dict(os.environ, OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1")
-        self.process = subprocess.Popen(
-            [sys.executable, "-c", _BOOTSTRAP, str(child_end.fileno())],
-            pass_fds=(child_end.fileno(),),
-            stdin=subprocess.DEVNULL,
-            env=environment,
+        self.process, self.connection = start_worker_process(
+            "metasched.search.parallel", ignore_sigint=True, env=environment
         )
-        child_end.close()
-        self.connection = Connection(parent_end.detach())
-        self.connection.send(list(sys.path))
 
     def close(self, kill: bool = False) -> None:
         self.connection.close()
