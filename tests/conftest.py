@@ -65,6 +65,27 @@ def golden(request: pytest.FixtureRequest) -> Golden:
     return Golden(bool(request.config.getoption("--update-golden")))
 
 
+@pytest.fixture
+def nvcc() -> str:
+    """The nvcc path; skips the test (with the reason) where there is none."""
+    from tir.codegen.cuda_compile import CudaCompileError, find_nvcc
+
+    try:
+        return find_nvcc()
+    except CudaCompileError as error:
+        pytest.skip(str(error))
+
+
+@pytest.fixture
+def sass_tool() -> str:
+    from tir.codegen.cuda_compile import find_cuobjdump
+
+    tool = find_cuobjdump()
+    if tool is None:
+        pytest.skip("cuobjdump not found: pip install nvidia-cuda-cuobjdump")
+    return tool
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Skip ``@pytest.mark.cuda`` tests when this machine has no usable CUDA device.
 

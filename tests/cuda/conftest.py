@@ -1,31 +1,9 @@
-"""Fixtures of the CUDA code-generation tests: skip compile tests without nvcc."""
+"""The CUDA tests import their helpers from this folder (the nvcc and sass_tool fixtures are in
+tests/conftest.py, shared with the tuner's CUDA space tests)."""
 
 from __future__ import annotations
 
 import sys
 from pathlib import Path
 
-import pytest
-
 sys.path.insert(0, str(Path(__file__).parent))
-
-
-@pytest.fixture
-def nvcc() -> str:
-    """The nvcc path; skips the test (with the reason) where there is none."""
-    from tir.codegen.cuda_compile import CudaCompileError, find_nvcc
-
-    try:
-        return find_nvcc()
-    except CudaCompileError as error:
-        pytest.skip(str(error))
-
-
-@pytest.fixture
-def sass_tool() -> str:
-    from tir.codegen.cuda_compile import find_cuobjdump
-
-    tool = find_cuobjdump()
-    if tool is None:
-        pytest.skip("cuobjdump not found: pip install nvidia-cuda-cuobjdump")
-    return tool

@@ -59,26 +59,6 @@ def make_conv2d_nhwc(acc: str = "float32") -> tir.PrimFunc:
     return conv2d
 
 
-@pytest.fixture
-def nvcc() -> str:
-    from tir.codegen.cuda_compile import CudaCompileError, find_nvcc
-
-    try:
-        return find_nvcc()
-    except CudaCompileError as error:
-        pytest.skip(str(error))
-
-
-@pytest.fixture
-def sass_tool() -> str:
-    from tir.codegen.cuda_compile import find_cuobjdump
-
-    tool = find_cuobjdump()
-    if tool is None:
-        pytest.skip("cuobjdump not found: pip install nvidia-cuda-cuobjdump")
-    return tool
-
-
 def _sample(func: tir.PrimFunc, target: str, count: int) -> tuple[list[Schedule], collections.Counter[str]]:
     """``count`` candidates, round-robin over the sketches, each with fresh decisions."""
     space = SpaceGenerator()
