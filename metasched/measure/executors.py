@@ -98,6 +98,12 @@ _ATTEMPTS = 4
 _WORKER_REFERENCES = 4
 #: Reference outputs (or their failures) a pool keeps between batches.
 _POOL_REFERENCES = 16
+#: Programs whose builder the pool remembers (a worker's build cache holds 32 modules).
+_REMEMBERED_BUILDERS = 256
+
+
+def _program_key(job: Job) -> int:
+    return hash((job.program, job.target))
 
 
 def serve(connection: Connection) -> None:
@@ -262,6 +268,9 @@ class LocalPool:
         self.references: OrderedDict[str, Any] = OrderedDict()  # key -> Reference, or an error reply
         self.start_failures = 0  # in a row: a worker that cannot start is the environment's fault
         self.lock = threading.Lock()  # one batch at a time, whatever the threads
+        # Which worker built a program last (by its encoded bytes and target): a program measured
+        # again (the best re-timed at the end) goes back there, to its build cache.
+        self.builders: OrderedDict[int, int] = OrderedDict()
 
     def _worker(self, index: int) -> _Worker:
         while len(self.workers) <= index:
@@ -354,7 +363,9 @@ class LocalPool:
                 if not worker.ready:  # wait for its start-up before its first task's clock starts
                     waiting[w] = (("start", None), time.monotonic(), _START_TIMEOUT)
                     continue
-                task = tasks.popleft()
+                task = self._next_task(tasks, jobs, w)
+                if task is None:
+                    continue  # what is left goes to the workers that built it before
                 if task[0] == "reference":
                     job = missing[task[1]]
                     sent = worker.send(("reference", task[1], job.reference, job.target))
@@ -364,7 +375,7 @@ class LocalPool:
                     limit = self.build_timeout
                 waiting[w] = (task, time.monotonic(), limit)
                 if not sent:
-                    self._finish(task, worker.died("before its task"), w, results, built)
+                    self._finish(task, worker.died("before its task"), w, results, built, jobs)
                     del waiting[w]
             if not waiting:
                 continue
@@ -383,8 +394,23 @@ class LocalPool:
                 else:
                     continue
                 del waiting[w]
-                self._finish(task, reply, w, results, built)
+                self._finish(task, reply, w, results, built, jobs)
         return built
+
+    def _next_task(
+        self, tasks: deque[tuple[str, Any]], jobs: Sequence[Job], worker_index: int
+    ) -> tuple[str, Any] | None:
+        """The first task for this worker: a build it did before (its build cache has it), else
+        the first one no other worker did before."""
+        owners = [self.builders.get(_program_key(jobs[item])) if kind == "build" else None for kind, item in tasks]
+        chosen = next((i for i, owner in enumerate(owners) if owner == worker_index), None)
+        if chosen is None:
+            chosen = next((i for i, owner in enumerate(owners) if owner is None or owner >= self.size), None)
+        if chosen is None:
+            return None
+        task = tasks[chosen]
+        del tasks[chosen]
+        return task
 
     def _finish(
         self,
@@ -393,6 +419,7 @@ class LocalPool:
         worker_index: int,
         results: list[dict[str, Any]],
         built: list[tuple[int, int]],
+        jobs: Sequence[Job],
     ) -> None:
         kind, item = task
         worker = self.workers[worker_index]
@@ -418,6 +445,11 @@ class LocalPool:
         if reply.get("error_kind") is None:
             worker.built.add(item)
             built.append((item, worker_index))
+            key = _program_key(jobs[item])
+            self.builders[key] = worker_index
+            self.builders.move_to_end(key)
+            while len(self.builders) > _REMEMBERED_BUILDERS:
+                self.builders.popitem(last=False)
 
     def close(self) -> None:
         for worker in self.workers:

@@ -21,6 +21,7 @@ machine translating AArch64 code, not an AArch64 CPU; the cache flush is skipped
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any
 
@@ -33,6 +34,10 @@ __all__ = ["Reference", "compare_outputs", "compute_reference", "make_arguments"
 #: A candidate whose first (checked) run is this many times slower than the best so far is
 #: reported with that one time.
 GIVE_UP_FACTOR = 4.0
+
+#: A candidate whose two timed runs are both this many times slower than the best so far is
+#: reported with their median instead of ``repeat`` runs.
+CLOSE_FACTOR = 1.5
 
 
 @dataclass(frozen=True)
@@ -77,14 +82,49 @@ def output_positions(func: Any) -> list[int]:
     return [i for i, buffer in enumerate(func.buffer_params) if id(buffer) in written]
 
 
+#: Arguments made in this process, by signature: the candidates of a task share them, and making
+#: a large operand's random values costs more than a fast candidate's whole timing.
+_ARGUMENT_CACHE: OrderedDict[Any, tuple[list[np.ndarray], list[int]]] = OrderedDict()
+_ARGUMENT_CACHE_SIZE = 4
+
+
 def make_arguments(func: Any, nan_outputs: bool = True) -> tuple[list[np.ndarray], list[int]]:
-    """Deterministic arguments of ``func`` (see the module docstring) and its output positions."""
+    """Deterministic arguments of ``func`` (see the module docstring) and its output positions.
+
+    Fresh arrays every call (a candidate writes its outputs, and a wrong one may write more);
+    their values come from a copy of those made for the last signatures seen."""
     from tir.runtime.module import param_specs
 
-    rng = np.random.default_rng(0)
+    specs = param_specs(func)
     declared = _declared_ranges(func)
+    signature = (
+        nan_outputs,
+        tuple((s.name, s.shape, str(s.dtype), str(s.storage), s.from_shapes, s.is_buffer) for s in specs),
+        tuple(sorted(declared.items())),
+        tuple(output_positions(func)),
+    )
+    try:
+        hit = _ARGUMENT_CACHE.get(signature)
+    except TypeError:  # an unhashable shape: no cache
+        signature, hit = None, None
+    if hit is None:
+        hit = _make_arguments(func, specs, declared, nan_outputs)
+        if signature is not None:
+            _ARGUMENT_CACHE[signature] = hit
+            while len(_ARGUMENT_CACHE) > _ARGUMENT_CACHE_SIZE:
+                _ARGUMENT_CACHE.popitem(last=False)
+    else:
+        _ARGUMENT_CACHE.move_to_end(signature)
+    arrays, outputs = hit
+    return [array.copy() for array in arrays], list(outputs)
+
+
+def _make_arguments(
+    func: Any, specs: Any, declared: dict[str, tuple[int, int]], nan_outputs: bool
+) -> tuple[list[np.ndarray], list[int]]:
+    rng = np.random.default_rng(0)
     arrays = []
-    for spec in param_specs(func):
+    for spec in specs:
         if spec.from_shapes:
             continue  # bound from the arrays' shapes, not passed
         if not spec.is_buffer:
@@ -204,8 +244,9 @@ def evict_caches() -> None:
 
 def run_job(key: int, job: Job, reference: Reference | None) -> dict[str, Any]:
     """Run the module built under ``key``: the first run is checked against ``reference`` (when
-    given), then timed: median of up to ``job.repeat`` runs after a warm-up, within ``job.budget``
-    (with ``job.flush_cache``: each run after ``evict_caches``, no warm-up)."""
+    given), then timed: median of up to ``job.repeat`` runs after that first one (the warm-up),
+    within ``job.budget``, fewer for a candidate clearly slower than ``job.best`` (with
+    ``job.flush_cache``: each run after ``evict_caches``)."""
     built = built_modules.pop(key)
     reply = _run_built(built, job, reference)
     if is_emulated(built.module):
@@ -246,14 +287,15 @@ def _run_built(built: Any, job: Job, reference: Reference | None) -> dict[str, A
                 return {"seconds": min(first, second)}
             first = second
         repeat = max(1, min(job.repeat, int(job.budget / max(first, 1e-9))))
-        if flush_cache:
-            samples = []
-            for _ in range(repeat):
+        samples = []
+        for _ in range(repeat):
+            if flush_cache:
                 evict_caches()
-                samples.append(module.time(*timed, repeat=1, warmup=0))
-            seconds = float(np.median(samples))
-        else:
-            seconds = module.time(*timed, repeat=repeat, warmup=1 if first < job.budget / 4 else 0)
+            # The first run was the warm-up (caches, pages, the thread pool's start).
+            samples.append(module.time(*timed, repeat=1, warmup=0))
+            if len(samples) >= 2 and job.best is not None and min(samples) > CLOSE_FACTOR * job.best:
+                break  # clearly not the best: its exact time matters less than the search's
+        seconds = float(np.median(samples))
     except Exception as error:  # noqa: BLE001 - every failure is a result, never fatal
         return {"error_kind": "run", "error_msg": first_line(error)}
     return {"seconds": seconds}

@@ -67,7 +67,8 @@ def test_each_kind_of_failure_is_recorded_while_the_batch_goes_on(measurer: Meas
     assert "more than 1 s" in results[3].error_msg
     assert "differs from the unscheduled program" in results[2].error_msg
     assert all(r.seconds and r.seconds > 0 for r in (results[0], results[4], results[6]))
-    assert all(r.build_seconds > 0 for r in results)
+    # (the last is the first program again: its builder's cache may have it, build_seconds 0)
+    assert all(r.build_seconds > 0 for r in results[:6])
     # The pool recovered: the next batch measures normally.
     again = measurer.measure([MeasureInput(REFERENCE, "llvm", reference=REFERENCE)])
     assert again[0].error_kind is None
