@@ -31,6 +31,8 @@ N = 64
 INTRIN = "example_dot_4x4x4"
 
 
+# The tensorize tests register this desc / impl pair under names of their own (the paper's
+# intrinsic is defined once, here): keep the two names.
 @T.script
 def dot_4x4x4_desc(A: T.Buffer((4, 4), "float32"), B: T.Buffer((4, 4), "float32"), C: T.Buffer((4, 4), "float32")):
     with T.block("root"):

@@ -13,6 +13,7 @@ from collections.abc import Iterator
 
 import numpy as np
 import pytest
+from examples_testing import load_example
 
 import metasched
 import tir
@@ -438,27 +439,8 @@ def test_float_programs_keep_their_plain_sketches() -> None:
 
 
 PAPER = "test_tensorize_paper_4x4x4"
-
-
-@T.script
-def paper_desc(A: T.Buffer((4, 4), "float32"), B: T.Buffer((4, 4), "float32"), C: T.Buffer((4, 4), "float32")):
-    with T.block("root"):
-        T.reads(C[0:4, 0:4], A[0:4, 0:4], B[0:4, 0:4])
-        T.writes(C[0:4, 0:4])
-        for i, j, k in T.grid(4, 4, 4):
-            with T.block("update"):
-                vi, vj, vk = T.remap("SSR", i, j, k)
-                C[vi, vj] = C[vi, vj] + A[vi, vk] * B[vk, vj]
-
-
-@T.script
-def paper_impl(A: T.Buffer((4, 4), "float32"), B: T.Buffer((4, 4), "float32"), C: T.Buffer((4, 4), "float32")):
-    with T.block("root"):
-        T.reads(C[0:4, 0:4], A[0:4, 0:4], B[0:4, 0:4])
-        T.writes(C[0:4, 0:4])
-        for i in T.unroll(4):
-            for k in T.unroll(4):
-                C[i, T.ramp(0, 1, 4)] = C[i, T.ramp(0, 1, 4)] + T.broadcast(A[i, k], 4) * B[k, T.ramp(0, 1, 4)]
+#: The TensorIR paper's 4x4x4 matmul, as examples/tensorize_custom.py defines it.
+PAPER_4X4X4 = load_example("tensorize_custom")
 
 
 @pytest.fixture
@@ -467,7 +449,9 @@ def paper_intrinsic() -> Iterator[str]:
     instruction set, so the default rules use it), removed afterwards."""
     from tir.intrin import _REGISTRY
 
-    TensorIntrin.register(PAPER, paper_desc, paper_impl, isa=Target.host().isa, override=True)
+    TensorIntrin.register(
+        PAPER, PAPER_4X4X4.dot_4x4x4_desc, PAPER_4X4X4.dot_4x4x4_impl, isa=Target.host().isa, override=True
+    )
     try:
         yield PAPER
     finally:

@@ -4,6 +4,7 @@ errors for each way a block can differ from an intrinsic's description."""
 from __future__ import annotations
 
 import pytest
+from examples_testing import load_example
 from schedule_testing import check_numerics, check_replay, check_schedule
 
 import tir
@@ -13,26 +14,8 @@ from tir.schedule import Schedule, ScheduleError
 
 # ---------------------------------------------------------------- test intrinsics
 
-
-@T.script
-def mm4_desc(A: T.Buffer((4, 4), "float32"), B: T.Buffer((4, 4), "float32"), C: T.Buffer((4, 4), "float32")):
-    with T.block("root"):
-        T.reads(C[0:4, 0:4], A[0:4, 0:4], B[0:4, 0:4])
-        T.writes(C[0:4, 0:4])
-        for i, j, k in T.grid(4, 4, 4):
-            with T.block("update"):
-                vi, vj, vk = T.remap("SSR", i, j, k)
-                C[vi, vj] = C[vi, vj] + A[vi, vk] * B[vk, vj]
-
-
-@T.script
-def mm4_impl(A: T.Buffer((4, 4), "float32"), B: T.Buffer((4, 4), "float32"), C: T.Buffer((4, 4), "float32")):
-    # Row i of C as one 4-lane vector; every k adds A[i, k] times row k of B.
-    with T.block("root"):
-        T.reads(C[0:4, 0:4], A[0:4, 0:4], B[0:4, 0:4])
-        T.writes(C[0:4, 0:4])
-        for i, k in T.grid(4, 4):
-            C[i, T.ramp(0, 1, 4)] = C[i, T.ramp(0, 1, 4)] + A[i, k] * B[k, T.ramp(0, 1, 4)]
+#: The TensorIR paper's 4x4x4 matmul, as examples/tensorize_custom.py defines it.
+PAPER_4X4X4 = load_example("tensorize_custom")
 
 
 @T.script
@@ -86,7 +69,7 @@ def vadd8_impl(A: T.Buffer((8,), "float32"), B: T.Buffer((8,), "float32"), C: T.
 MM4 = "test_tensorize_mm4"
 MM4_LOCAL = "test_tensorize_mm4_local"
 VADD8 = "test_tensorize_vadd8"
-TensorIntrin.register(MM4, mm4_desc, mm4_impl, override=True)
+TensorIntrin.register(MM4, PAPER_4X4X4.dot_4x4x4_desc, PAPER_4X4X4.dot_4x4x4_impl, override=True)
 TensorIntrin.register(MM4_LOCAL, mm4_local_desc, mm4_local_impl, override=True)
 TensorIntrin.register(VADD8, vadd8_desc, vadd8_impl, override=True)
 
@@ -199,7 +182,7 @@ def test_tensorize_twice_instantiates_fresh_copies() -> None:
         sch.reorder(i0, j0, k0, i1, j1, k1)
         sch.tensorize(i1, MM4)
     loop_vars = [loop.loop_var for loop in sch.index.loops.values()]
-    assert len(loop_vars) == 10  # i_0, j_0, k_0 and the impl's i, k, twice: no variable shared
+    assert len(loop_vars) == 10  # i_0, j_0, k_0 and the impl's i, j, twice: no variable shared
     assert len({id(v) for v in loop_vars}) == 10
     tir.assert_structural_equal(tir.parse(sch.func.script()), sch.func)
     check_numerics(two_matmuls, sch.func)
