@@ -1,4 +1,5 @@
-"""Shared test setup: the golden-snapshot fixture, hypothesis profiles, skipping ``cuda`` tests without a GPU."""
+"""Shared test setup: the golden-snapshot fixture, hypothesis profiles, the tool fixtures (nvcc,
+cuobjdump, qemu for AArch64) that skip without the tool, skipping ``cuda`` tests without a GPU."""
 
 from __future__ import annotations
 
@@ -84,6 +85,21 @@ def sass_tool() -> str:
     if tool is None:
         pytest.skip("cuobjdump not found: pip install nvidia-cuda-cuobjdump")
     return tool
+
+
+@pytest.fixture(scope="session")
+def qemu_aarch64() -> None:
+    """Skips the test (with the reason) unless AArch64 code runs here under emulation: the cross
+    toolchain and qemu-aarch64 are installed and this machine is not AArch64 itself (there
+    nothing is emulated)."""
+    from tir.runtime.aarch64 import toolchain_missing_reason
+    from tir.target import Target
+
+    if Target.host().isa == "aarch64":
+        pytest.skip("this machine is AArch64: nothing is emulated")
+    reason = toolchain_missing_reason()
+    if reason is not None:
+        pytest.skip(reason)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

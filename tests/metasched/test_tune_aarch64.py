@@ -24,19 +24,11 @@ from metasched.database import Database, TuningRecord
 from metasched.measure import MeasureInput, Measurer
 from metasched.measure.runner import make_arguments
 from metasched.tune import EMULATED_NOTE
-from tir.runtime.aarch64 import AArch64ToolchainError, toolchain_missing_reason
+from tir.runtime.aarch64 import AArch64ToolchainError
 from tir.target import Target
 
 AARCH64 = "llvm -mtriple=aarch64-linux-gnu -mattr=+neon,+dotprod"
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
-
-
-def _needs_qemu() -> None:
-    if Target.host().isa == "aarch64":
-        pytest.skip("this machine is AArch64: nothing is emulated")
-    reason = toolchain_missing_reason()
-    if reason is not None:
-        pytest.skip(reason)
 
 
 @T.script
@@ -49,8 +41,8 @@ def small_matmul(A: T.Buffer((16, 16), "float32"), B: T.Buffer((16, 16), "float3
             C[vi, vj] += A[vi, vk] * B[vk, vj]
 
 
+@pytest.mark.usefixtures("qemu_aarch64")
 def test_tune_for_aarch64_runs_under_qemu_and_marks_timings_emulated(tmp_path: Path) -> None:
-    _needs_qemu()
     lines: list[str] = []
     result = metasched.tune(
         small_matmul,
@@ -110,8 +102,8 @@ def shifted_int8_matmul(A: T.Buffer((8, 16), "int8"), B: T.Buffer((16, 16), "int
             C[vi, vj] = C[vi, vj] + T.cast(A[vi, vk], "int32") * T.cast(B[vk, vj], "int32")
 
 
+@pytest.mark.usefixtures("qemu_aarch64")
 def test_sdot_tensorized_int8_matmul_is_measured_and_checked_under_qemu() -> None:
-    _needs_qemu()
     example = _sdot_example()
     func = example.make_int8_matmul(8, 16, 16)
     tensorized = example.schedule_int8_matmul(func, rows=4, panels=2).func
