@@ -20,7 +20,9 @@ TensorIR (ASPLOS'23) section 4.2, for blocks of one store such as ``C = C + A * 
    match, ``pad_einsum`` to multiples of the intrinsic's extents, ``transform_layout`` into the
    layout the description reads (the packed ``B[n // 8, k // 4, n % 8 * 4 + k % 4]`` of the
    int8 dot products), ``split`` / ``reorder`` so the intrinsic-sized loops are innermost, in
-   the description's order, ``blockize`` them and ``tensorize``.
+   the description's order, ``blockize`` them and ``tensorize``. ``to_fused_form`` makes the
+   steps before ``split`` alone (the Tensor Core sketch rule tiles the fused loops itself), and
+   ``operand_position`` finds the buffer playing an intrinsic's operand after them.
 
 A candidate is listed as fitting only when this whole sequence went through on a copy of the
 program and the result verifies; everything else is listed with the reason.
@@ -58,7 +60,7 @@ from tir.ir import (
     post_order_visit,
 )
 from tir.schedule import Schedule, ScheduleError
-from tir.schedule.handles import BlockRV
+from tir.schedule.handles import BlockRV, LoopRV
 from tir.target import Target
 
 __all__ = [
@@ -71,7 +73,9 @@ __all__ = [
     "apply_candidate",
     "match_intrin",
     "operand_contracts",
+    "operand_position",
     "tensorize_candidates",
+    "to_fused_form",
 ]
 
 #: Function attribute declaring value ranges of parameters: ``{"A": [0, 127]}`` (inclusive).
@@ -892,35 +896,9 @@ def apply_candidate(
     if isinstance(found, TensorizeMismatch):
         raise ScheduleError("apply_candidate", f"block {name!r}", f"intrinsic {intrin_name!r}: {found.reason}")
     plan = found.plan
-    intrin = TensorIntrin.get(intrin_name)
-
-    def where(role: _RolePlan) -> tuple[str, int]:
-        kind = "write" if role.is_write else "read"
-        return kind, _position(sch, block_rv, intrin, role)
-
-    # 1. operands into fused form: copies indexed by the block's iterators
-    for role in plan.roles:
-        if role.reindex:
-            sch.reindex(block_rv, where(role))
-    # 2. the block's iterators fused by characteristic vector, the copies' layouts to match
-    if plan.block_map is not None:
-        sch.transform_block_layout(block_rv, plan.block_map)
-    for role in plan.roles:
-        if role.reindex and role.fuse_map is not None:
-            sch.transform_layout(block_rv, where(role), role.fuse_map)
-    # 3. pad to multiples of the intrinsic's extents
-    if found.padded:
-        sch.pad_einsum(block_rv, list(plan.padding))
-    # 4. the layouts the intrinsic reads
-    for role in plan.roles:
-        if role.final_map is not None:
-            sch.transform_layout(block_rv, where(role), role.final_map)
+    # 1-4. the fused form; the block's iterators are the groups, in order, each on its own loop
+    loops = to_fused_form(sch, block_rv, found)
     # 5. intrinsic-sized loops innermost, in the description's order
-    realize = sch.resolve_block(block_rv, "apply_candidate")
-    nest = sch.index.loops_above(realize)
-    handles = sch.get_loops(block_rv)
-    # the block's iterators are the groups, in order; each bound to its own loop
-    loops = [handles[next(k for k, f in enumerate(nest) if f.loop_var is value)] for value in realize.iter_values]
     outer, inner = [], {}
     for g, loop in enumerate(loops):
         if found.groups[g].intrin_extent is None:
@@ -936,6 +914,89 @@ def apply_candidate(
     return blockized
 
 
+def to_fused_form(sch: Schedule, block: BlockRV, candidate: TensorizeCandidate) -> list[LoopRV]:
+    """The first steps of ``apply_candidate``, before the intrinsic-sized loops are split off:
+    returns the loops of ``block``, one per group of ``candidate.groups`` (in that order: the
+    groups outside the intrinsic, then the intrinsic's iterators in its description's order).
+
+    ``candidate``: a match made on the current program (``match_intrin``, or
+    ``tensorize_candidates``); its plan is applied as it is. The steps, each a schedule
+    primitive: ``reindex`` each operand whose access is not one plain index per fused iterator,
+    ``transform_block_layout`` to the fused iterators and ``transform_layout`` of the copies to
+    match, ``pad_einsum`` to multiples of the intrinsic's extents, and ``transform_layout`` into
+    the layout the description reads. Raises ``ScheduleError`` when a primitive refuses.
+
+    Before (an fp16 dense ``Y = X @ W.T``; the candidate: ``wmma_sync_16x16x16_f16f16f32``, a
+    16 x 16 x 16 ``C += A @ B``)::
+
+        for i, j, k in T.grid(64, 64, 64):
+            with T.block("Y"):
+                vi, vj, vk = T.remap("SSR", i, j, k)
+                with T.init():
+                    Y[vi, vj] = T.cast(0, "float32")
+                Y[vi, vj] = Y[vi, vj] + T.cast(X[vi, vk], "float32") * T.cast(W[vj, vk], "float32")
+
+    After (``reindex`` of W, then ``transform_layout`` of the copy into the ``[k, n]`` matrix
+    the description reads; the returned loops are ``i``, ``j``, ``k``)::
+
+        W_reindex = T.alloc_buffer((64, 64), "float16")
+        for ax0, ax1 in T.grid(64, 64):
+            with T.block("W_reindex"):
+                vj, vk = T.remap("SS", ax0, ax1)
+                W_reindex[vk, vj] = W[vj, vk]
+        for i, j, k in T.grid(64, 64, 64):
+            with T.block("Y"):
+                vi, vj, vk = T.remap("SSR", i, j, k)
+                with T.init():
+                    Y[vi, vj] = T.cast(0, "float32")
+                Y[vi, vj] = Y[vi, vj] + T.cast(X[vi, vk], "float32") * T.cast(W_reindex[vk, vj], "float32")
+    """
+    intrin = TensorIntrin.get(candidate.intrin)
+    plan = candidate.plan
+
+    def where(role: _RolePlan) -> tuple[str, int]:
+        kind = "write" if role.is_write else "read"
+        return kind, _position(sch, block, intrin, role.param, role.is_write, "apply_candidate")
+
+    # 1. operands into fused form: copies indexed by the block's iterators
+    for role in plan.roles:
+        if role.reindex:
+            sch.reindex(block, where(role))
+    # 2. the block's iterators fused by characteristic vector, the copies' layouts to match
+    if plan.block_map is not None:
+        sch.transform_block_layout(block, plan.block_map)
+    for role in plan.roles:
+        if role.reindex and role.fuse_map is not None:
+            sch.transform_layout(block, where(role), role.fuse_map)
+    # 3. pad to multiples of the intrinsic's extents
+    if candidate.padded:
+        sch.pad_einsum(block, list(plan.padding))
+    # 4. the layouts the intrinsic reads
+    for role in plan.roles:
+        if role.final_map is not None:
+            sch.transform_layout(block, where(role), role.final_map)
+    realize = sch.resolve_block(block, "apply_candidate")
+    nest = sch.index.loops_above(realize)
+    handles = sch.get_loops(block)
+    # the block's iterators are the groups, in order; each bound to its own loop
+    return [handles[next(k for k, f in enumerate(nest) if f.loop_var is value)] for value in realize.iter_values]
+
+
+def operand_position(sch: Schedule, block: BlockRV | str, intrin: TensorIntrin | str, param: str) -> int:
+    """Where the block's buffer playing ``param`` (a parameter of ``intrin``'s description) is
+    now: its position among the block's writes for the parameter the description stores to,
+    among its reads otherwise -- the buffer index ``cache_read`` / ``cache_write`` take. The
+    roles are read off the block's expression, so they follow the copies and the padding of
+    ``to_fused_form``. Raises ``ScheduleError`` when the block no longer has the form of the
+    description."""
+    found = TensorIntrin.get(intrin) if isinstance(intrin, str) else intrin
+    try:
+        written = _read_desc(found).store.buffer.name
+    except _Miss as miss:
+        raise ScheduleError("operand_position", f"intrinsic {found.name!r}", miss.reason) from None
+    return _position(sch, block, found, param, param == written, "operand_position")
+
+
 def _roles_now(block: Block, intrin: TensorIntrin) -> dict[str, Buffer]:
     """Description parameter name -> the block buffer playing it now (copies and padding
     replace buffers; the expression's form stays)."""
@@ -949,17 +1010,19 @@ def _roles_now(block: Block, intrin: TensorIntrin) -> dict[str, Buffer]:
     return {p.name: pattern.roles[id(p)] for p in desc.params if id(p) in pattern.roles}
 
 
-def _position(sch: Schedule, block: BlockRV, intrin: TensorIntrin, role: _RolePlan) -> int:
-    """Where the buffer playing ``role`` is among the block's reads (writes) now."""
-    b = sch.resolve_block(block, "apply_candidate").block
+def _position(
+    sch: Schedule, block: BlockRV | str, intrin: TensorIntrin, param: str, is_write: bool, primitive: str
+) -> int:
+    """Where the buffer playing ``param`` is among the block's reads (writes) now."""
+    b = sch.resolve_block(block, primitive).block
     try:
-        buffer = _roles_now(b, intrin)[role.param]
+        buffer = _roles_now(b, intrin)[param]
     except (_Miss, KeyError):
         raise ScheduleError(
-            "apply_candidate", f"block {b.name!r}", f"the block no longer has the form of {intrin.name!r}"
+            primitive, f"block {b.name!r}", f"the block no longer has the form of {intrin.name!r}"
         ) from None
-    regions = b.writes if role.is_write else b.reads
+    regions = b.writes if is_write else b.reads
     for k, region in enumerate(regions):
         if region.buffer is buffer:
             return k
-    raise ScheduleError("apply_candidate", f"block {b.name!r}", f"no region of {buffer.name} ({role.param})")
+    raise ScheduleError(primitive, f"block {b.name!r}", f"no region of {buffer.name} ({param})")

@@ -19,7 +19,15 @@ import metasched
 import tir
 import tir.script as T
 from metasched.space import SpaceGenerator
-from metasched.space.tensorize import VALUE_RANGES_ATTR, TensorizeCandidate, apply_candidate, tensorize_candidates
+from metasched.space.tensorize import (
+    VALUE_RANGES_ATTR,
+    TensorizeCandidate,
+    apply_candidate,
+    match_intrin,
+    operand_position,
+    tensorize_candidates,
+    to_fused_form,
+)
 from tir.analysis import verify
 from tir.intrin import TensorIntrin
 from tir.runtime.aarch64 import toolchain_missing_reason
@@ -274,6 +282,38 @@ def test_interpreter_agrees_on_a_tensorized_program() -> None:
     sch = Schedule(func)
     apply_candidate(sch, block, candidate)
     _check_tensorized(func, sch.func, None)
+
+
+def test_fused_form_is_the_application_up_to_the_split() -> None:
+    """``to_fused_form`` makes apply_candidate's first steps (what the Tensor Core rule tiles
+    itself) and returns the groups' loops; ``operand_position`` finds the operands' copies."""
+    from tir.intrin.cuda import WMMA_SYNC_F16F16F32
+
+    @T.script
+    def dense_f16(X: T.Buffer((64, 64), "float16"), W: T.Buffer((64, 64), "float16"), Y: T.Buffer((64, 64), "float32")):
+        for i, j, k in T.grid(64, 64, 64):
+            with T.block("Y"):
+                vi, vj, vk = T.remap("SSR", i, j, k)
+                with T.init():
+                    Y[vi, vj] = T.cast(0, "float32")
+                Y[vi, vj] = Y[vi, vj] + T.cast(X[vi, vk], "float32") * T.cast(W[vj, vk], "float32")
+
+    candidate = match_intrin(dense_f16, "Y", TensorIntrin.get(WMMA_SYNC_F16F16F32))
+    assert isinstance(candidate, TensorizeCandidate), str(candidate)
+    sch = Schedule(dense_f16)
+    block = sch.get_block("Y")
+    loops = to_fused_form(sch, block, candidate)
+    assert [g.intrin_iter for g in candidate.groups] == ["vi", "vj", "vk"]
+    assert [sch.get(loop).loop_var.name for loop in loops] == ["i", "j", "k"]
+    assert "W_reindex[vk, vj] = W[vj, vk]" in sch.func.script()  # the [k, n] matrix the intrinsic reads
+    positions = {p: operand_position(sch, block, WMMA_SYNC_F16F16F32, p) for p in ("A", "B", "C")}
+    assert positions == {"A": 1, "B": 2, "C": 0}
+    assert sch.get(block).reads[positions["B"]].buffer.name == "W_reindex"
+    # apply_candidate goes on from exactly there: split, reorder, blockize
+    full = Schedule(dense_f16)
+    apply_candidate(full, "Y", candidate, tensorize=False)
+    assert full.trace.as_python().startswith(sch.trace.as_python())
+    assert [i.kind for i in full.trace.instructions[len(sch.trace.instructions) :]][-2:] == ["reorder", "blockize"]
 
 
 # ---------------------------------------------------------------- mismatches, with reasons

@@ -56,7 +56,7 @@ from tir.schedule import Schedule
 from tir.schedule.handles import BlockRV
 from tir.target import Target
 
-__all__ = ["TENSORIZED", "MultiLevelTilingWithIntrin", "default_intrinsics"]
+__all__ = ["TENSORIZED", "MultiLevelTilingWithIntrin", "default_intrinsics", "pack_in_layout_order"]
 
 #: Annotation on a tensorized block: the intrinsic's name.
 TENSORIZED = "meta_schedule.auto_tensorize"
@@ -120,7 +120,7 @@ class MultiLevelTilingWithIntrin(SketchRule):
         self.tiling.tile(sch, outer, level)  # annotates it as tiled
         made = [n for n in sch.index.blocks if n not in before and n != sch.get(outer).name]
         for name in made:
-            _pack_in_layout_order(sch, name)
+            pack_in_layout_order(sch, name)
         _merge_copies(sch, made)
         sch.tensorize(outer, candidate.intrin)
         sch.annotate(outer, TENSORIZED, candidate.intrin)
@@ -156,7 +156,7 @@ def _merge_copies(sch: Schedule, made: list[str]) -> None:
             sch.__dict__.update(step.__dict__)
 
 
-def _pack_in_layout_order(sch: Schedule, name: str) -> None:
+def pack_in_layout_order(sch: Schedule, name: str) -> None:
     """A copy block ``X[f(v)] = Y[...]`` whose store is not in iterator order gets its loops in
     the order of ``X``'s layout, so consecutive iterations write consecutive elements (best
     effort: left alone when the primitive refuses)."""

@@ -7,10 +7,10 @@ class) and no padding needed. Per intrinsic group (WMMA float32 / float16 accumu
 ``mma.sync`` m16n8k16 with ``ldmatrix`` on sm_80+) and per pipelining choice, one sketch: the
 hand schedule of examples/matmul_tensorcore.py with its constants sampled.
 
-1. GEMM form, by the tensorization analysis' own steps: operands not indexed one plain index
-   per fused iterator are copied (``reindex``: a convolution's input becomes its im2col copy,
-   the weights a ``[k, n]`` matrix), the iterators fused by characteristic vector
-   (``transform_block_layout``): ``C'[m, n] += A'[m, k] * B'[k, n]``;
+1. GEMM form, by the tensorization analysis' own steps (``to_fused_form``): operands not
+   indexed one plain index per fused iterator are copied (``reindex``: a convolution's input
+   becomes its im2col copy, the weights a ``[k, n]`` matrix), the iterators fused by
+   characteristic vector (``transform_block_layout``): ``C'[m, n] += A'[m, k] * B'[k, n]``;
 2. data movement (AutoCopy): the accumulator in the intrinsic's fragment scope
    (``cache_write``), A' and B' staged in ``shared`` memory and from there in the fragment
    scopes the intrinsic reads (``cache_read`` twice); the operand copies of step 1 are inlined
@@ -51,8 +51,8 @@ from metasched.space.analysis import TILED
 from metasched.space.postproc.rewrite_cooperative_fetch import COOPERATIVE_FETCH
 from metasched.space.postproc.rewrite_tensor_core import TENSOR_CORE
 from metasched.space.rules import SketchRule, try_on_copy
-from metasched.space.rules.multi_level_tiling_intrin import _pack_in_layout_order
-from metasched.space.tensorize import TensorizeCandidate, _position, _roles_now, match_intrin
+from metasched.space.rules.multi_level_tiling_intrin import pack_in_layout_order
+from metasched.space.tensorize import TensorizeCandidate, match_intrin, operand_position, to_fused_form
 from tir.intrin import IntrinError, TensorIntrin
 from tir.ir import BufferStore, IterKind
 from tir.schedule import Schedule, ScheduleError
@@ -194,16 +194,20 @@ class MultiLevelTilingTensorCore(SketchRule):
         self, sch: Schedule, block: BlockRV, group: TensorCoreGroup, candidate: TensorizeCandidate, pipelined: bool
     ) -> None:
         before = set(sch.index.blocks)
-        m, n, k = _to_gemm_form(sch, block, candidate)
+        # Step 1 is tensorization's own (apply_candidate's first steps); the loops are the
+        # groups', every one mapped to an iterator of the intrinsic (candidates() checked).
+        loops = to_fused_form(sch, block, candidate)
+        by_iter = {g.intrin_iter: loop for g, loop in zip(candidate.groups, loops)}
+        m, n, k = by_iter["vi"], by_iter["vj"], by_iter["vk"]
         copies = [name for name in sch.index.blocks if name not in before]
         for name in copies:
-            _pack_in_layout_order(sch, name)  # copies iterate in their (fused) layout's order
+            pack_in_layout_order(sch, name)  # copies iterate in their (fused) layout's order
         scope_a, scope_b, scope_c = group.scopes
-        c_frag = sch.cache_write(block, _roles(sch, block, group.sync)["C"], scope_c)
-        a_shared = sch.cache_read(block, _roles(sch, block, group.sync)["A"], "shared")
-        b_shared = sch.cache_read(block, _roles(sch, block, group.sync)["B"], "shared")
-        a_frag = sch.cache_read(block, _roles(sch, block, group.sync)["A"], scope_a)
-        b_frag = sch.cache_read(block, _roles(sch, block, group.sync)["B"], scope_b)
+        c_frag = sch.cache_write(block, operand_position(sch, block, group.sync, "C"), scope_c)
+        a_shared = sch.cache_read(block, operand_position(sch, block, group.sync, "A"), "shared")
+        b_shared = sch.cache_read(block, operand_position(sch, block, group.sync, "B"), "shared")
+        a_frag = sch.cache_read(block, operand_position(sch, block, group.sync, "A"), scope_a)
+        b_frag = sch.cache_read(block, operand_position(sch, block, group.sync, "B"), scope_b)
         # The operand copies of step 1 (im2col, the weights' matrix) are read only by the
         # shared-memory copies now: inline them, so the shared copies read the originals.
         for name in copies:
@@ -281,48 +285,6 @@ def _warp_tiles(sch: Schedule, loop: LoopRV, most_tiles: int, most_warps: int) -
     tile = sch.sample_categorical(tiles, [1.0] * len(tiles))
     warp = sch.sample_categorical(warps, [1.0] * len(warps))
     return sch.split(loop, [None, warp, tile]), warp
-
-
-def _roles(sch: Schedule, block: BlockRV, sync: str) -> dict[str, int]:
-    """The intrinsic's roles (A, B: read positions; C: write position) in ``block`` now."""
-    realize = sch.resolve_block(block, "multi_level_tiling_tensor_core")
-    roles = _roles_now(realize.block, TensorIntrin.get(sync))
-    out = {}
-    for param, buffer in roles.items():
-        regions = realize.block.writes if param == "C" else realize.block.reads
-        out[param] = next(k for k, r in enumerate(regions) if r.buffer is buffer)
-    return out
-
-
-def _to_gemm_form(sch: Schedule, block: BlockRV, candidate: TensorizeCandidate) -> tuple[LoopRV, LoopRV, LoopRV]:
-    """Steps 1-3 of ``apply_candidate`` (reindex, fuse by characteristic vector, pad); returns
-    the loops of the intrinsic's ``i``, ``j``, ``k`` classes."""
-    intrin = TensorIntrin.get(candidate.intrin)
-    plan = candidate.plan
-
-    def where(role) -> tuple[str, int]:  # type: ignore[no-untyped-def]
-        return ("write" if role.is_write else "read"), _position(sch, block, intrin, role)
-
-    for role in plan.roles:
-        if role.reindex:
-            sch.reindex(block, where(role))
-    if plan.block_map is not None:
-        sch.transform_block_layout(block, plan.block_map)
-    for role in plan.roles:
-        if role.reindex and role.fuse_map is not None:
-            sch.transform_layout(block, where(role), role.fuse_map)
-    if candidate.padded:
-        sch.pad_einsum(block, list(plan.padding))
-    for role in plan.roles:
-        if role.final_map is not None:  # the description's layout: [k, n] for the weights' copy
-            sch.transform_layout(block, where(role), role.final_map)
-    realize = sch.resolve_block(block, "multi_level_tiling_tensor_core")
-    nest = sch.index.loops_above(realize)
-    handles = sch.get_loops(block)
-    by_iter = {}
-    for group, value in zip(candidate.groups, realize.iter_values):
-        by_iter[group.intrin_iter] = handles[next(k for k, f in enumerate(nest) if f.loop_var is value)]
-    return by_iter["vi"], by_iter["vj"], by_iter["vk"]
 
 
 def _writes_param(sch: Schedule, name: str, func: object) -> bool:
