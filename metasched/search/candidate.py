@@ -13,6 +13,7 @@ so its full trace (postprocessor steps included) replays to the same program.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -21,9 +22,18 @@ from tir.ir import PrimFunc
 from tir.ir.structural import structural_hash
 from tir.schedule import Schedule, ScheduleError, Trace
 from tir.schedule.handles import BlockRV, ExprRV, LoopRV
+from tir.schedule.primitives.annotate import check_independent_loops, deferred_independence_checks
 from tir.schedule.trace import SAMPLING_PRIMITIVES
 
-__all__ = ["Candidate", "Rejected", "decision_key", "make_candidate", "sampling_positions", "sketch_of"]
+__all__ = [
+    "Candidate",
+    "Rejected",
+    "decision_key",
+    "finish_candidate",
+    "make_candidate",
+    "sampling_positions",
+    "sketch_of",
+]
 
 
 class Rejected(Exception):
@@ -46,6 +56,9 @@ class Candidate:
     score: float = 0.0
     features: Any = None
     hash: int = field(default=0)
+    #: False for a candidate made lazily (``make_candidate(lazy=True)``): not yet proved valid,
+    #: to be ranked only; ``finish_candidate`` checks it before it may be measured.
+    checked: bool = True
 
     @property
     def func(self) -> PrimFunc:
@@ -83,30 +96,69 @@ def make_candidate(
     postprocs: Sequence[Any],
     seed: int,
     check: bool = True,
+    lazy: bool = False,
 ) -> Candidate:
     """Replay ``sketch`` on ``func`` with ``decisions`` (others sampled with ``seed``), run the
-    postprocessors and the validator. Raises ``Rejected`` saying at which stage and why."""
+    postprocessors and the validator. Raises ``Rejected`` saying at which stage and why.
+
+    ``lazy``: leave out the proofs -- that parallel and vectorized loops have independent
+    iterations (``deferred_independence_checks``) and the checking postprocessors and
+    validator -- and return an unchecked candidate (``checked`` False) that the search may rank
+    but must pass through ``finish_candidate`` before it is measured. A search makes several
+    candidates per one it measures, and those proofs are about half of making one."""
     sch = Schedule(func, seed=seed)
     positions = sampling_positions(sketch)
     # Trace.apply_to keeps a recorded decision unless told None: every position not decided
     # here is sampled afresh.
     chosen = {pos: (decisions or {}).get(pos) for pos in positions}
-    try:
-        sketch.apply_to(sch, chosen)
-    except (ScheduleError, ValueError) as error:
-        raise Rejected("replay", _first_line(error)) from None
-    taken = {pos: sch.trace.instructions[pos].decision for pos in positions}
-    for postproc in postprocs:
+    with deferred_independence_checks() if lazy else nullcontext():
         try:
-            postproc.apply(sch)
+            sketch.apply_to(sch, chosen)
         except (ScheduleError, ValueError) as error:
-            raise Rejected(getattr(postproc, "name", type(postproc).__name__), _first_line(error)) from None
+            raise Rejected("replay", _first_line(error)) from None
+        taken = {pos: sch.trace.instructions[pos].decision for pos in positions}
+        for postproc in postprocs:
+            if lazy and getattr(postproc, "checks_only", False):
+                continue
+            try:
+                postproc.apply(sch)
+            except (ScheduleError, ValueError) as error:
+                raise Rejected(getattr(postproc, "name", type(postproc).__name__), _first_line(error)) from None
+    if lazy:
+        return Candidate(sketch_index, taken, sch, hash=structural_hash(sch.func), checked=False)
     # The validator runs once: as the last postprocessor when the space has one, else here.
     if check and not any(getattr(p, "name", "") == "verify" for p in postprocs):
         problems = verify(sch.func)
         if problems:
             raise Rejected("verify", _first_line(Exception(str(problems[0]))))
     return Candidate(sketch_index, taken, sch, hash=structural_hash(sch.func))
+
+
+def finish_candidate(
+    candidate: Candidate, func: PrimFunc, sketch: Trace, postprocs: Sequence[Any], check: bool = True
+) -> Candidate:
+    """``candidate`` checked: what a lazy make left out, proved on its finished program. When a
+    parallel or vectorized loop's proof fails, the candidate is made again with every check in
+    place (the postprocessors then take fewer loops, as they would have), which may give another
+    program; raises ``Rejected`` as ``make_candidate`` does."""
+    if candidate.checked:
+        return candidate
+    try:
+        check_independent_loops(candidate.func)
+    except ScheduleError:
+        return make_candidate(func, sketch, candidate.sketch_index, candidate.decisions, postprocs, seed=0, check=check)
+    for postproc in postprocs:
+        if getattr(postproc, "checks_only", False):
+            try:
+                postproc.apply(candidate.sch)  # type: ignore[arg-type]
+            except (ScheduleError, ValueError) as error:
+                raise Rejected(getattr(postproc, "name", type(postproc).__name__), _first_line(error)) from None
+    if check and not any(getattr(p, "name", "") == "verify" for p in postprocs):
+        problems = verify(candidate.func)
+        if problems:
+            raise Rejected("verify", _first_line(Exception(str(problems[0]))))
+    candidate.checked = True
+    return candidate
 
 
 def sketch_of(trace: Trace, sketches: Sequence[Trace]) -> tuple[int, dict[int, Any]] | None:

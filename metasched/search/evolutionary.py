@@ -71,10 +71,13 @@ class SearchStrategy:
         """A checked candidate, or None (its reject is counted)."""
         return self.make_many([(sketch_index, decisions)])[0]
 
-    def make_many(self, requests: Sequence[tuple[int, dict[int, Any] | None]]) -> list[Candidate | None]:
+    def make_many(
+        self, requests: Sequence[tuple[int, dict[int, Any] | None]], lazy: bool = False
+    ) -> list[Candidate | None]:
         """``make`` for each (sketch index, decisions), in order; the makes run in the
         ``maker``'s worker processes when it has some. Seeds are drawn here, in order, so the
-        results do not depend on where they were made."""
+        results do not depend on where they were made. ``lazy``: unchecked candidates, to be
+        ranked only (``make_candidate(lazy=True)``); ``finish_many`` checks the ones to measure."""
         from metasched.search.parallel import Job, make_here
 
         results: list[Candidate | Rejected | None] = [None] * len(requests)
@@ -87,16 +90,17 @@ class SearchStrategy:
             # With every sampling position decided, the seed plays no part: the result is remembered.
             full = decisions is not None and self._positions[sketch_index] <= decisions.keys()
             memo_key = (sketch_index, decision_key(decisions)) if full else None  # type: ignore[arg-type]
-            if memo_key is not None and memo_key in self._made:
+            remembered = self._made.get(memo_key) if memo_key is not None else None
+            if remembered is not None and (lazy or getattr(remembered, "checked", True)):
                 self._made.move_to_end(memo_key)
-                results[position] = self._made[memo_key]
+                results[position] = remembered
                 continue
             if memo_key is not None and memo_key in pending:
                 job_positions[pending[memo_key]].append(position)
                 continue
             if memo_key is not None:
                 pending[memo_key] = len(jobs)
-            jobs.append((sketch_index, decisions, seed))
+            jobs.append((sketch_index, decisions, seed, lazy))
             job_positions.append([position])
             memo_keys.append(memo_key)
         if jobs:
@@ -118,6 +122,28 @@ class SearchStrategy:
                 out.append(None)
             else:
                 self.made += 1
+                out.append(result)
+        return out
+
+    def finish_many(self, candidates: Sequence[Candidate]) -> list[Candidate | None]:
+        """Each candidate checked (``finish_candidate``): itself, or the program made again with
+        every check when a deferred proof failed, or None (its reject is counted)."""
+        from metasched.search.parallel import finish_here
+
+        todo = [c for c in candidates if not c.checked]
+        if todo:
+            if self.maker is not None:
+                finished = self.maker.finish_many(self.task.func, self.sketches, self.postprocs, todo)
+            else:
+                finished = [finish_here(self.task.func, self.sketches, self.postprocs, c) for c in todo]
+            done = {id(c): result for c, result in zip(todo, finished)}
+        out: list[Candidate | None] = []
+        for candidate in candidates:
+            result = candidate if candidate.checked else done[id(candidate)]
+            if isinstance(result, Rejected):
+                self.rejects[f"{result.stage}: {result.reason}"] += 1
+                out.append(None)
+            else:
                 out.append(result)
         return out
 
@@ -166,15 +192,16 @@ class SearchStrategy:
     def next_batch(self, size: int) -> list[Candidate]:
         raise NotImplementedError
 
-    def _fresh(self, count: int, seen: set[Any], attempts_per: int = 4) -> list[Candidate]:
-        """Up to ``count`` new random candidates, not measured and not in ``seen``."""
+    def _fresh(self, count: int, seen: set[Any], attempts_per: int = 4, lazy: bool = False) -> list[Candidate]:
+        """Up to ``count`` new random candidates, not measured and not in ``seen`` (unchecked
+        with ``lazy``)."""
         out: list[Candidate] = []
         attempts = 0
         while len(out) < count and attempts < count * attempts_per:
             wanted = min(count - len(out), count * attempts_per - attempts)
             attempts += wanted
             requests = [(self.rng.randrange(len(self.sketches)), None) for _ in range(wanted)]
-            for candidate in self.make_many(requests):
+            for candidate in self.make_many(requests, lazy=lazy):
                 if len(out) >= count:
                     break
                 if candidate is None or not self.is_new(candidate) or candidate.key in seen:
@@ -249,7 +276,7 @@ class EvolutionarySearch(SearchStrategy):
                 continue
             plan.append(len(requests))
             requests.append((parent.sketch_index, decisions))
-        made = self.make_many(requests)
+        made = self.make_many(requests, lazy=True)
         return [made[item] if isinstance(item, int) else item for item in plan]
 
     def next_batch(self, size: int) -> list[Candidate]:
@@ -258,7 +285,8 @@ class EvolutionarySearch(SearchStrategy):
         elite_count = min(len(self.measured), int(self.population * self.init_measured_ratio))
         population = [candidate for _, candidate in self.measured[:elite_count]]
         seen.update(c.key for c in population)
-        population += self._fresh(self.population - len(population), seen)
+        # Made lazily: only the candidates picked for measuring are proved valid (in ``_pick``).
+        population += self._fresh(self.population - len(population), seen, lazy=self.cost_model is not None)
         if not population:
             return []
         pool: dict[Any, Candidate] = {c.key: c for c in population if self.is_new(c)}
@@ -282,6 +310,21 @@ class EvolutionarySearch(SearchStrategy):
         self.score(list(pool.values()))
         return self._pick(pool, size)
 
+    def _checked_prefix(self, ranked: list[Candidate], count: int, hashes: set[int]) -> tuple[list[Candidate], int]:
+        """The first ``count`` of ``ranked`` that pass their checks (``finish_many``) and are new
+        programs (not measured, not in ``hashes``, which grows), and how many were tried."""
+        out: list[Candidate] = []
+        tried = 0
+        while len(out) < count and tried < len(ranked):
+            group = ranked[tried : tried + count - len(out)]
+            tried += len(group)
+            for candidate in self.finish_many(group):
+                if candidate is None or candidate.hash in hashes or not self.is_new(candidate):
+                    continue
+                hashes.add(candidate.hash)
+                out.append(candidate)
+        return out, tried
+
     def _select(self, population: list[Candidate]) -> list[Candidate]:
         """Parents drawn with probability rising with the score (rank-based, so the scale of the
         model's scores does not matter)."""
@@ -297,10 +340,11 @@ class EvolutionarySearch(SearchStrategy):
                 unique.setdefault(candidate.hash, candidate)
         ranked = list(unique.values())
         explore = max(0, min(size, round(size * self.epsilon))) if self.cost_model is not None else 0
-        chosen = ranked[: size - explore]
-        rest = ranked[size - explore :]
+        hashes: set[int] = set()
+        chosen, tried = self._checked_prefix(ranked, size - explore, hashes)
+        rest = ranked[tried:]
         self.rng.shuffle(rest)
-        chosen += rest[:explore]
+        chosen += self._checked_prefix(rest, explore, hashes)[0]
         if len(chosen) < size:  # the pool ran dry: top up with fresh samples
             hashes = {c.hash for c in chosen}
             for candidate in self._fresh(2 * (size - len(chosen)), {c.key for c in chosen}):

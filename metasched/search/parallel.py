@@ -32,16 +32,20 @@ from dataclasses import dataclass
 from multiprocessing.connection import Connection, wait
 from typing import Any
 
-from metasched.search.candidate import Candidate, Rejected, make_candidate
+from metasched.search.candidate import Candidate, Rejected, finish_candidate, make_candidate
 from tir.ir import PrimFunc
 from tir.schedule import Trace
 
-__all__ = ["CandidateMaker", "Job", "MadeProgram", "shared_maker"]
+__all__ = ["CandidateMaker", "FinishJob", "Job", "MadeProgram", "shared_maker"]
 
 log = logging.getLogger(__name__)
 
-#: One make: the sketch's index, its decisions (None or partial: the rest sampled) and the seed.
-Job = tuple[int, "dict[int, Any] | None", int]
+#: One make: the sketch's index, its decisions (None or partial: the rest sampled), the seed and
+#: whether to make it lazily (unchecked: ``make_candidate(lazy=True)``).
+Job = tuple[int, "dict[int, Any] | None", int, bool]
+#: One finish (``finish_candidate``) of a lazily made candidate: its sketch's index, its
+#: decisions and its program.
+FinishJob = tuple[int, "dict[int, Any]", PrimFunc]
 
 
 @dataclass(frozen=True)
@@ -54,9 +58,18 @@ class MadeProgram:
 
 
 def make_here(func: PrimFunc, sketches: Sequence[Trace], postprocs: Sequence[Any], job: Job) -> Candidate | Rejected:
-    sketch_index, decisions, seed = job
+    sketch_index, decisions, seed, lazy = job
     try:
-        return make_candidate(func, sketches[sketch_index], sketch_index, decisions, postprocs, seed=seed)
+        return make_candidate(func, sketches[sketch_index], sketch_index, decisions, postprocs, seed=seed, lazy=lazy)
+    except Rejected as rejected:
+        return rejected
+
+
+def finish_here(
+    func: PrimFunc, sketches: Sequence[Trace], postprocs: Sequence[Any], candidate: Candidate
+) -> Candidate | Rejected:
+    try:
+        return finish_candidate(candidate, func, sketches[candidate.sketch_index], postprocs)
     except Rejected as rejected:
         return rejected
 
@@ -66,31 +79,42 @@ def make_here(func: PrimFunc, sketches: Sequence[Trace], postprocs: Sequence[Any
 _payloads: dict[str, tuple[PrimFunc, list[Trace], list[Any]]] = {}
 
 
-def _make_chunk(digest: str, payload: bytes, jobs: list[Job]) -> list[tuple[Any, ...]]:
+def _encode(made: Candidate | Rejected, given: Candidate | None = None) -> tuple[Any, ...]:
+    if isinstance(made, Rejected):
+        return ("rejected", made.stage, made.reason)
+    if made is given:
+        return ("checked",)  # the search side has the program already
+    return ("made", made.sketch_index, made.decisions, made.func, made.trace, made.hash, made.checked)
+
+
+def _work_chunk(kind: str, digest: str, payload: bytes | None, items: list[Any]) -> list[tuple[Any, ...]]:
     if digest not in _payloads:
+        if payload is None:
+            return [("unknown",)]  # this worker does not have the task: the search sends it again
         if len(_payloads) >= 4:
             _payloads.pop(next(iter(_payloads)))
         _payloads[digest] = pickle.loads(payload)
     func, sketches, postprocs = _payloads[digest]
-    out: list[tuple[Any, ...]] = []
-    for job in jobs:
-        made = make_here(func, sketches, postprocs, job)
-        if isinstance(made, Rejected):
-            out.append(("rejected", made.stage, made.reason))
-        else:
-            out.append(("made", made.sketch_index, made.decisions, made.func, made.trace, made.hash))
+    if kind == "make":
+        return [_encode(make_here(func, sketches, postprocs, job)) for job in items]
+    out = []
+    for sketch_index, decisions, program in items:
+        given = Candidate(sketch_index, decisions, MadeProgram(program, None), checked=False)  # type: ignore[arg-type]
+        out.append(_encode(finish_here(func, sketches, postprocs, given), given))
     return out
 
 
 def serve(connection: Connection) -> None:
-    """A worker's loop: ("make", digest, payload, jobs) -> the encoded results, until the
-    connection closes."""
+    """A worker's loop: (kind, digest, payload or None, items) -> the encoded results, until
+    the connection closes. ``kind`` is "make" (items: ``Job``) or "finish" (``FinishJob``); the
+    payload (task program, sketches, postprocessors) comes only when the worker has not seen
+    ``digest``."""
     while True:
         try:
-            _, digest, payload, jobs = connection.recv()
+            kind, digest, payload, items = connection.recv()
         except (EOFError, OSError):
             return
-        reply = _make_chunk(digest, payload, jobs)
+        reply = _work_chunk(kind, digest, payload, items)
         try:
             connection.send(reply)
         except (EOFError, OSError):
@@ -106,6 +130,7 @@ class _Worker:
         self.process, self.connection = start_worker_process(
             "metasched.search.parallel", ignore_sigint=True, env=environment
         )
+        self.digests: set[str] = set()  # tasks sent to it (it keeps the last few)
 
     def close(self, kill: bool = False) -> None:
         self.connection.close()
@@ -134,42 +159,99 @@ class CandidateMaker:
         self.min_parallel = min_parallel
         self._pool: list[_Worker] = []
         self._broken = False
+        self._task: tuple[Any, ...] | None = None  # (func, sketches, postprocs, digest, payload)
 
     def make_many(
         self, func: PrimFunc, sketches: Sequence[Trace], postprocs: Sequence[Any], jobs: Sequence[Job]
     ) -> list[Candidate | Rejected]:
         """The results of ``jobs``, in order."""
-        jobs = list(jobs)
-        if self.workers <= 1 or self._broken or len(jobs) < self.min_parallel:
-            return [make_here(func, sketches, postprocs, job) for job in jobs]
+        return self._dispatch("make", func, sketches, postprocs, list(jobs))
+
+    def finish_many(
+        self, func: PrimFunc, sketches: Sequence[Trace], postprocs: Sequence[Any], candidates: Sequence[Candidate]
+    ) -> list[Candidate | Rejected]:
+        """``finish_candidate`` of each (lazily made) candidate, in order: the candidate itself,
+        checked, or the one made again with every check, or why it is rejected."""
+        candidates = list(candidates)
+        items: list[FinishJob] = [(c.sketch_index, c.decisions, c.func) for c in candidates]
+        results = self._dispatch("finish", func, sketches, postprocs, items, candidates)
+        for candidate, result in zip(candidates, results):
+            if result is candidate:
+                candidate.checked = True
+        return results
+
+    def _here(
+        self,
+        kind: str,
+        func: PrimFunc,
+        sketches: Sequence[Trace],
+        postprocs: Sequence[Any],
+        items: list[Any],
+        given: list[Any],
+    ) -> list[Candidate | Rejected]:
+        if kind == "make":
+            return [make_here(func, sketches, postprocs, job) for job in items]
+        return [finish_here(func, sketches, postprocs, candidate) for candidate in given]
+
+    def _payload(self, func: PrimFunc, sketches: Sequence[Trace], postprocs: Sequence[Any]) -> tuple[str, bytes]:
+        """The task pickled once (the search passes the same objects every round)."""
+        kept = self._task
+        if kept is None or kept[0] is not func or kept[1] is not sketches or kept[2] is not postprocs:
+            payload = pickle.dumps((func, list(sketches), list(postprocs)))
+            kept = self._task = (func, sketches, postprocs, hashlib.sha1(payload).hexdigest(), payload)
+        return kept[3], kept[4]
+
+    def _dispatch(
+        self,
+        kind: str,
+        func: PrimFunc,
+        sketches: Sequence[Trace],
+        postprocs: Sequence[Any],
+        items: list[Any],
+        given: list[Any] | None = None,
+    ) -> list[Candidate | Rejected]:
+        given = given if given is not None else items
+        if self.workers <= 1 or self._broken or len(items) < self.min_parallel:
+            return self._here(kind, func, sketches, postprocs, items, given)
         if not self._pool:
             self._pool = [_Worker() for _ in range(self.workers)]
-        payload = pickle.dumps((func, list(sketches), list(postprocs)))
-        digest = hashlib.sha1(payload).hexdigest()
-        # Jobs dealt round-robin (neighbouring jobs often cost alike), one chunk per worker.
-        count = min(len(jobs), len(self._pool))
+        digest, payload = self._payload(func, sketches, postprocs)
+        # Items dealt round-robin (neighbouring ones often cost alike), one chunk per worker.
+        count = min(len(items), len(self._pool))
+        replies: dict[int, list[tuple[Any, ...]]] = {}
         try:
-            for index in range(count):
-                self._pool[index].connection.send(("make", digest, payload, jobs[index::count]))
-            replies: dict[int, list[tuple[Any, ...]]] = {}
-            waiting = {self._pool[index].connection: index for index in range(count)}
-            while waiting:
-                for ready in wait(list(waiting)):
-                    index = waiting.pop(ready)  # type: ignore[call-overload]
-                    replies[index] = ready.recv()  # type: ignore[union-attr]
+            todo = list(range(count))
+            while todo:
+                for index in todo:
+                    worker = self._pool[index]
+                    # The task travels once per worker; one that has since dropped it says so.
+                    sent = payload if digest not in worker.digests else None
+                    worker.connection.send((kind, digest, sent, items[index::count]))
+                    worker.digests.add(digest)
+                waiting = {self._pool[index].connection: index for index in todo}
+                todo = []
+                while waiting:
+                    for ready in wait(list(waiting)):
+                        index = waiting.pop(ready)  # type: ignore[call-overload]
+                        reply = ready.recv()  # type: ignore[union-attr]
+                        if reply and reply[0] == ("unknown",):
+                            self._pool[index].digests.discard(digest)
+                            todo.append(index)
+                        else:
+                            replies[index] = reply
         except (EOFError, OSError) as error:
             self._broken = True
             log.warning("a candidate-making process died (%s); making candidates in this process from now on", error)
             self.close(kill=True)
-            return [make_here(func, sketches, postprocs, job) for job in jobs]
+            return self._here(kind, func, sketches, postprocs, items, given)
         except BaseException:
             # Interrupted (Ctrl-C) while replies are due: they would answer the next round.
             self.close(kill=True)
             raise
-        results: list[Candidate | Rejected | None] = [None] * len(jobs)
+        results: list[Candidate | Rejected | None] = [None] * len(items)
         for index, reply in replies.items():
-            for position, item in zip(range(index, len(jobs), count), reply):
-                results[position] = _decode(item)
+            for position, item in zip(range(index, len(items), count), reply):
+                results[position] = given[position] if item[0] == "checked" else _decode(item)
         return results  # type: ignore[return-value]
 
     def close(self, kill: bool = False) -> None:
@@ -201,5 +283,5 @@ def shared_maker(workers: int | None = None) -> CandidateMaker:
 def _decode(item: tuple[Any, ...]) -> Candidate | Rejected:
     if item[0] == "rejected":
         return Rejected(item[1], item[2])
-    _, sketch_index, decisions, func, trace, structural = item
-    return Candidate(sketch_index, decisions, MadeProgram(func, trace), hash=structural)  # type: ignore[arg-type]
+    _, sketch_index, decisions, func, trace, structural, checked = item
+    return Candidate(sketch_index, decisions, MadeProgram(func, trace), hash=structural, checked=checked)  # type: ignore[arg-type]

@@ -193,7 +193,7 @@ def test_candidates_made_in_worker_processes_equal_those_made_here() -> None:
     space = SpaceGenerator()
     sketches = space.generate(matmul, "llvm")
     postprocs = list(space.postprocs_for("llvm"))
-    jobs = [(seed % len(sketches), None, seed) for seed in range(8)]
+    jobs = [(seed % len(sketches), None, seed, False) for seed in range(8)]
     here = [make_here(matmul, sketches, postprocs, job) for job in jobs]
 
     def outcome(made: object) -> object:
@@ -207,3 +207,29 @@ def test_candidates_made_in_worker_processes_equal_those_made_here() -> None:
         maker._pool[0].process.wait()
         again = maker.make_many(matmul, sketches, postprocs, jobs)
         assert [outcome(m) for m in again] == [outcome(m) for m in here]
+
+
+def test_lazy_candidates_once_finished_are_the_checked_candidates() -> None:
+    """A lazy make (proofs left out) then ``finish_many`` gives the same programs and rejections
+    as checked makes, in worker processes and here; unfinished lazy candidates say so."""
+    from metasched.search.parallel import CandidateMaker, make_here
+    from metasched.space import SpaceGenerator
+
+    space = SpaceGenerator()
+    sketches = space.generate(matmul, "llvm")
+    postprocs = list(space.postprocs_for("llvm"))
+    checked = [make_here(matmul, sketches, postprocs, (s % len(sketches), None, s, False)) for s in range(12)]
+    for workers in (1, 2):
+        with CandidateMaker(workers=workers) as maker:
+            lazy = maker.make_many(matmul, sketches, postprocs, [(s % len(sketches), None, s, True) for s in range(12)])
+            made = [m for m in lazy if not isinstance(m, Rejected)]
+            assert made and not any(m.checked for m in made)
+            finished = iter(maker.finish_many(matmul, sketches, postprocs, made))
+            results = [m if isinstance(m, Rejected) else next(finished) for m in lazy]
+        for want, got in zip(checked, results):
+            if isinstance(want, Rejected):
+                assert isinstance(got, Rejected), got
+                continue
+            assert not isinstance(got, Rejected), (got.stage, got.reason)
+            assert got.checked and got.hash == want.hash
+            assert tir.structural_equal(got.func, want.func)

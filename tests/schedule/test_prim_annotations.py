@@ -652,3 +652,25 @@ def test_unannotate_refuses_a_missing_key() -> None:
     i, _ = _loops(sch)
     sch.annotate(i, "a", 1)
     _refused(sch, lambda: sch.unannotate(i, "b"), r"unannotate: loop i: there is no annotation 'b' \(it has \['a'\]\)")
+
+
+def test_deferred_independence_checks_leave_the_proof_to_check_independent_loops() -> None:
+    """The tuner's lazy candidates: within ``deferred_independence_checks`` parallel and
+    vectorize skip the proof of independent iterations (only that), and
+    ``check_independent_loops`` refuses the finished program as the primitive would have."""
+    from tir.schedule.primitives.annotate import check_independent_loops, deferred_independence_checks
+
+    sch = Schedule(mirrored)
+    i, j = _loops(sch)
+    with deferred_independence_checks():
+        sch.parallel(i)  # a race: the proof is deferred
+        with pytest.raises(ScheduleError, match="nested parallelism"):
+            sch.parallel(j)  # every other check stays
+    with pytest.raises(ScheduleError, match=r"parallel: loop i: blocks \['B', 'C'\] under the loop share buffer 'B'"):
+        check_independent_loops(sch.func)
+    fresh = Schedule(mirrored)
+    with pytest.raises(ScheduleError, match="share buffer 'B'"):
+        fresh.parallel(_loops(fresh)[0])  # outside the block: checked again
+    good = Schedule(mirrored)
+    good.vectorize(_loops(good)[1])
+    check_independent_loops(good.func)  # a proved program passes

@@ -27,6 +27,9 @@ class Postproc:
     """Base class: ``apply`` changes ``sch`` in place, or raises with a reason."""
 
     name = "postproc"
+    #: True for a postprocessor that only checks (changes nothing): a lazy make leaves it for
+    #: ``finish_candidate`` (``metasched.search.candidate``).
+    checks_only = False
 
     def apply(self, sch: Schedule) -> None:
         raise NotImplementedError

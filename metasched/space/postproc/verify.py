@@ -12,6 +12,7 @@ __all__ = ["Verify"]
 
 class Verify(Postproc):
     name = "verify"
+    checks_only = True
 
     def __init__(self, target: str | Target | None = None) -> None:
         self.target = Target.parse(target) if target is not None else None

@@ -51,6 +51,7 @@ def kernel_shared_bytes(func: object, target: Target) -> dict[str, int]:
 
 class VerifyGPU(Postproc):
     name = "verify_gpu"
+    checks_only = True
 
     def __init__(self, target: str | Target) -> None:
         self.target = Target.parse(target)

@@ -15,6 +15,9 @@ and blocks under the loop that share a buffer touch disjoint parts of it per ite
 
 from __future__ import annotations
 
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from tir.arith import Analyzer, RangeRelaxer, simplify
@@ -260,6 +263,42 @@ def _var_plus_offset(value: PrimExpr, by_var: dict[Var, For]) -> tuple[Var | Non
     return None, value
 
 
+_deferral = threading.local()
+
+
+@contextmanager
+def deferred_independence_checks() -> Iterator[None]:
+    """Within this block (this thread), ``parallel`` and ``vectorize`` skip their proof that the
+    loop's iterations are independent (every other check stays), so they may return a program
+    with a race. Only for a caller that proves it afterwards on the finished program with
+    ``check_independent_loops`` before the program is used -- the tuner, which makes many more
+    candidates than it measures and checks only the ones it picks (the proof costs about a
+    third of making a candidate)."""
+    previous = getattr(_deferral, "active", False)
+    _deferral.active = True
+    try:
+        yield
+    finally:
+        _deferral.active = previous
+
+
+def _checks_deferred() -> bool:
+    return getattr(_deferral, "active", False)
+
+
+def check_independent_loops(func: PrimFunc) -> None:
+    """Raise ``ScheduleError`` (as ``parallel`` or ``vectorize`` would) for the first parallel
+    or vectorized loop of ``func`` whose iterations are not provably independent: what those
+    primitives check when applied, checked on a finished program
+    (see ``deferred_independence_checks``)."""
+    index = TreeIndex(func)
+    for loop in list(index.loops.values()):
+        if loop.kind is ForKind.PARALLEL:
+            _check_independent(index, loop, ForKind.PARALLEL, "parallel", _iteration_local_buffers(func, loop))
+        elif loop.kind is ForKind.VECTORIZED:
+            _check_independent(index, loop, ForKind.VECTORIZED, "vectorize")
+
+
 def check_parallel_loops_above(func: PrimFunc, block_name: str, primitive: str) -> None:
     """Refuse (as ``primitive``) when a parallel loop above block ``block_name`` of ``func`` no
     longer has independent iterations: for primitives that move a block under a loop that may
@@ -367,7 +406,8 @@ def parallel(func: PrimFunc, loop_var: Var) -> PrimFunc:
             f"nested parallelism: loop {inner.loop_var.name} below it is already parallel",
             loop_header(inner),
         )
-    _check_independent(index, loop, ForKind.PARALLEL, "parallel", _iteration_local_buffers(func, loop))
+    if not _checks_deferred():
+        _check_independent(index, loop, ForKind.PARALLEL, "parallel", _iteration_local_buffers(func, loop))
     return _set_kind(func, index, loop, ForKind.PARALLEL)
 
 
@@ -417,7 +457,8 @@ def vectorize(func: PrimFunc, loop_var: Var) -> PrimFunc:
         raise ScheduleError(
             "vectorize", loop_target(loop), f"the extent must be a constant, got {loop.extent}", loop_header(loop)
         )
-    _check_independent(index, loop, ForKind.VECTORIZED, "vectorize")
+    if not _checks_deferred():
+        _check_independent(index, loop, ForKind.VECTORIZED, "vectorize")
     return _set_kind(func, index, loop, ForKind.VECTORIZED)
 
 
