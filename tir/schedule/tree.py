@@ -13,11 +13,27 @@ from typing import Any
 
 from tir.ir import Block, BlockRealize, For, IRVisitor, Node, PrimFunc, Stmt, Var
 
+#: The indexes of the last few programs, by identity: a schedule step indexes the program it
+#: starts from several times (handles, the primitive, its checks); the program and its index are
+#: immutable, so one index serves them all.
+_RECENT: dict[int, TreeIndex] = {}
+_RECENT_SIZE = 8
+
 
 class TreeIndex(IRVisitor):
-    """Parents of every statement of ``func``, blocks by name and loops by loop variable."""
+    """Parents of every statement of ``func``, blocks by name and loops by loop variable.
+
+    ``TreeIndex(func)`` of a program indexed a moment ago returns that index (read-only)."""
+
+    def __new__(cls, func: PrimFunc) -> TreeIndex:
+        hit = _RECENT.get(id(func))
+        if hit is not None and hit.func is func and type(hit) is cls:
+            return hit
+        return super().__new__(cls)
 
     def __init__(self, func: PrimFunc) -> None:
+        if getattr(self, "func", None) is func:
+            return  # a remembered index (see __new__)
         self.func = func
         self.parent: dict[int, Stmt | None] = {}
         self.blocks: dict[str, BlockRealize] = {}
@@ -25,6 +41,9 @@ class TreeIndex(IRVisitor):
         self._stack: list[Stmt] = []
         self.parent[id(func.body)] = None
         self.visit(func.body)
+        if len(_RECENT) >= _RECENT_SIZE:
+            _RECENT.pop(next(iter(_RECENT)), None)
+        _RECENT[id(func)] = self
 
     def visit(self, node: Any) -> None:
         assert isinstance(node, Stmt)
