@@ -8,7 +8,7 @@
 Each candidate is built (``tir.build``; ``build_seconds`` recorded), run once on deterministic
 random inputs and checked against the unscheduled program's outputs when ``reference`` is given,
 then timed with the thread count pinned: the median of ``repeat`` runs after that checked one
-(two for a candidate 1.5x slower than the best so far). Every
+(fewer for a candidate clearly slower than the best so far). Every
 failure is a result, never an exception: a build error ("build"), an exception while running
 ("run"), a worker killed by a signal, a segfault say ("crash"), a run past ``timeout`` seconds
 ("timeout"), outputs that differ from the unscheduled program's ("wrong").

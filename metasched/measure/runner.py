@@ -35,9 +35,13 @@ __all__ = ["Reference", "compare_outputs", "compute_reference", "make_arguments"
 #: reported with that one time.
 GIVE_UP_FACTOR = 4.0
 
-#: A candidate whose two timed runs are both this many times slower than the best so far is
-#: reported with their median instead of ``repeat`` runs.
+#: A candidate whose two timed runs are both this many times slower than the best so far (its
+#: one timed run twice that) is reported with their median instead of ``repeat`` runs.
 CLOSE_FACTOR = 1.5
+
+#: Seconds above which a first run is not merely cold: a candidate that slow and far slower than
+#: the best is reported after it.
+COLD_LIMIT = 0.05
 
 
 @dataclass(frozen=True)
@@ -279,9 +283,11 @@ def _run_built(built: Any, job: Job, reference: Reference | None) -> dict[str, A
             # again would cost the search more than all else.
             return {"seconds": first}
         if job.best is not None and first > GIVE_UP_FACTOR * job.best:
-            # Far slower than the best so far -- or only cold (page faults, a thread pool's
-            # start): a fast kernel's first run can take a hundred times its time. A second,
-            # warm run decides; a candidate slow in both is reported without more repeats.
+            # Far slower than the best so far -- or only cold (a thread pool's start, code pages):
+            # a fast kernel's first run can take many times its time; a slow one's cannot. A
+            # second, warm run decides for a fast one; slow in both, it is reported as it is.
+            if first >= COLD_LIMIT:
+                return {"seconds": first}
             second = module.time(*timed, repeat=1, warmup=0)
             if second > GIVE_UP_FACTOR * job.best:
                 return {"seconds": min(first, second)}
@@ -293,7 +299,7 @@ def _run_built(built: Any, job: Job, reference: Reference | None) -> dict[str, A
                 evict_caches()
             # The first run was the warm-up (caches, pages, the thread pool's start).
             samples.append(module.time(*timed, repeat=1, warmup=0))
-            if len(samples) >= 2 and job.best is not None and min(samples) > CLOSE_FACTOR * job.best:
+            if job.best is not None and min(samples) > CLOSE_FACTOR * job.best * (2 if len(samples) == 1 else 1):
                 break  # clearly not the best: its exact time matters less than the search's
         seconds = float(np.median(samples))
     except Exception as error:  # noqa: BLE001 - every failure is a result, never fatal
