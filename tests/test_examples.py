@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-import functools
-import importlib.util
 import subprocess
 import sys
 from pathlib import Path
-from types import ModuleType
 
 import numpy as np
 import pytest
+from examples_testing import load_example
 
 import tir
 
@@ -19,21 +17,6 @@ EXAMPLES_DIR = REPO_ROOT / "examples"
 
 #: Every example module; files starting with "_" are shared helpers, not examples.
 EXAMPLE_NAMES = sorted(path.stem for path in EXAMPLES_DIR.glob("*.py") if not path.stem.startswith("_"))
-
-
-@functools.cache
-def load_example(name: str) -> ModuleType:
-    """Import ``examples/<name>.py`` from its path (examples/ is not a package)."""
-    # Examples import their harness as a top-level module, as `python examples/x.py` allows.
-    if str(EXAMPLES_DIR) not in sys.path:
-        sys.path.insert(0, str(EXAMPLES_DIR))
-    module_name = f"tir_examples_{name}"
-    spec = importlib.util.spec_from_file_location(module_name, EXAMPLES_DIR / f"{name}.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[module_name] = module
-    spec.loader.exec_module(module)
-    return module
 
 
 def kernel_of(name: str) -> tir.PrimFunc:

@@ -2,14 +2,11 @@
 
 from __future__ import annotations
 
-import functools
-import importlib.util
-import sys
 from pathlib import Path
-from types import ModuleType
 
 import numpy as np
 import pytest
+from examples_testing import load_example
 
 import tir
 from tir.runtime.aarch64 import toolchain_missing_reason
@@ -17,19 +14,6 @@ from tir.target import Target
 
 EXAMPLES_DIR = Path(__file__).resolve().parents[2] / "examples"
 EXAMPLE_NAMES = sorted(path.stem for path in EXAMPLES_DIR.glob("*.py") if not path.stem.startswith("_"))
-
-
-@functools.cache
-def load_example(name: str) -> ModuleType:
-    if str(EXAMPLES_DIR) not in sys.path:
-        sys.path.insert(0, str(EXAMPLES_DIR))  # examples import their harness as `_common`
-    module_name = f"tir_codegen_examples_{name}"
-    spec = importlib.util.spec_from_file_location(module_name, EXAMPLES_DIR / f"{name}.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[module_name] = module
-    spec.loader.exec_module(module)
-    return module
 
 
 @pytest.mark.parametrize("name", EXAMPLE_NAMES)

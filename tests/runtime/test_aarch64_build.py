@@ -8,13 +8,11 @@ take a few tenths of a second each.
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from pathlib import Path
-from types import ModuleType
 
 import numpy as np
 import pytest
+from examples_testing import load_example
 
 import tir
 import tir.script as T
@@ -30,21 +28,6 @@ pytestmark = [
     pytest.mark.aarch64,
     pytest.mark.skipif(_MISSING is not None, reason=f"AArch64 tools missing: {_MISSING}"),
 ]
-
-
-def load_example(name: str) -> ModuleType:
-    """``examples/<name>.py`` as a module (examples import their ``_common`` harness top-level)."""
-    module_name = f"tir_examples_{name}"
-    if module_name in sys.modules:
-        return sys.modules[module_name]
-    if str(EXAMPLES_DIR) not in sys.path:
-        sys.path.insert(0, str(EXAMPLES_DIR))
-    spec = importlib.util.spec_from_file_location(module_name, EXAMPLES_DIR / f"{name}.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[module_name] = module
-    spec.loader.exec_module(module)
-    return module
 
 
 def for_another_isa(name: str) -> bool:
