@@ -118,20 +118,28 @@ def make_candidate(
             raise Rejected("replay", _first_line(error)) from None
         taken = {pos: sch.trace.instructions[pos].decision for pos in positions}
         for postproc in postprocs:
-            if lazy and getattr(postproc, "checks_only", False):
-                continue
-            try:
-                postproc.apply(sch)
-            except (ScheduleError, ValueError) as error:
-                raise Rejected(getattr(postproc, "name", type(postproc).__name__), _first_line(error)) from None
+            if not (lazy and getattr(postproc, "checks_only", False)):
+                _apply_postproc(postproc, sch)
     if lazy:
         return Candidate(sketch_index, taken, sch, hash=structural_hash(sch.func), checked=False)
-    # The validator runs once: as the last postprocessor when the space has one, else here.
-    if check and not any(getattr(p, "name", "") == "verify" for p in postprocs):
-        problems = verify(sch.func)
+    if check:
+        _validate(sch.func, postprocs)
+    return Candidate(sketch_index, taken, sch, hash=structural_hash(sch.func))
+
+
+def _apply_postproc(postproc: Any, sch: Any) -> None:
+    try:
+        postproc.apply(sch)
+    except (ScheduleError, ValueError) as error:
+        raise Rejected(getattr(postproc, "name", type(postproc).__name__), _first_line(error)) from None
+
+
+def _validate(func: PrimFunc, postprocs: Sequence[Any]) -> None:
+    """The validator runs once: as the last postprocessor when the space has one, else here."""
+    if not any(getattr(p, "name", "") == "verify" for p in postprocs):
+        problems = verify(func)
         if problems:
             raise Rejected("verify", _first_line(Exception(str(problems[0]))))
-    return Candidate(sketch_index, taken, sch, hash=structural_hash(sch.func))
 
 
 def finish_candidate(
@@ -149,14 +157,9 @@ def finish_candidate(
         return make_candidate(func, sketch, candidate.sketch_index, candidate.decisions, postprocs, seed=0, check=check)
     for postproc in postprocs:
         if getattr(postproc, "checks_only", False):
-            try:
-                postproc.apply(candidate.sch)  # type: ignore[arg-type]
-            except (ScheduleError, ValueError) as error:
-                raise Rejected(getattr(postproc, "name", type(postproc).__name__), _first_line(error)) from None
-    if check and not any(getattr(p, "name", "") == "verify" for p in postprocs):
-        problems = verify(candidate.func)
-        if problems:
-            raise Rejected("verify", _first_line(Exception(str(problems[0]))))
+            _apply_postproc(postproc, candidate.sch)
+    if check:
+        _validate(candidate.func, postprocs)
     candidate.checked = True
     return candidate
 
