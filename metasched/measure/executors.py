@@ -92,7 +92,15 @@ _DOING = {
 }
 
 #: Times a batch's lost modules are rebuilt at most.
-_ATTEMPTS = 4
+_ATTEMPTS = 6
+
+#: Once a best time is known, a run may take this many times it (but at least
+#: ``_RELATIVE_FLOOR`` seconds, and never more than the pool's timeout) before it is stopped: a
+#: random sample can take seconds where the best takes milliseconds, and its exact time teaches
+#: the search nothing that "far slower" does not. The floor covers a run's fixed costs (making
+#: the inputs, checking the outputs).
+_RELATIVE_TIMEOUT = 20.0
+_RELATIVE_FLOOR = 1.0
 
 #: Reference outputs a worker keeps (each as large as the program's outputs).
 _WORKER_REFERENCES = 4
@@ -309,13 +317,23 @@ class LocalPool:
             built = self._prepare(jobs, pending, missing, results)
             missing = {}
             lost: list[int] = []
-            for index, worker_index in built:
+            # In the batch's order (the search puts its likeliest best first, its exploration
+            # last), not the builds' finishing order: an early best stops far slower runs sooner,
+            # and a run stopped late in the batch takes fewer built modules with its worker.
+            for index, worker_index in sorted(built):
                 worker = self.workers[worker_index]
                 if not worker.alive or index not in worker.built:
                     lost.append(index)
                     continue
                 worker.built.discard(index)
-                reply = self._run(worker, index, jobs[index] if best is None else replace(jobs[index], best=best))
+                limit = (
+                    self.timeout if best is None else min(self.timeout, max(_RELATIVE_FLOOR, _RELATIVE_TIMEOUT * best))
+                )
+                reply = self._run(
+                    worker, index, jobs[index] if best is None else replace(jobs[index], best=best), limit
+                )
+                if reply.get("error_kind") == "timeout" and limit < self.timeout:
+                    reply["error_msg"] += f" ({_RELATIVE_TIMEOUT:g}x the best so far, {best:.3g} s)"
                 if reply.get("error_kind") is None and reply.get("seconds") is not None:
                     best = reply["seconds"] if best is None else min(best, reply["seconds"])
                 results[index].update(reply)
@@ -329,7 +347,7 @@ class LocalPool:
             }
         return results
 
-    def _run(self, worker: _Worker, index: int, job: Job) -> dict[str, Any]:
+    def _run(self, worker: _Worker, index: int, job: Job, limit: float) -> dict[str, Any]:
         reference = None
         if job.reference_key is not None:
             reference = self.references.get(job.reference_key)
@@ -340,10 +358,10 @@ class LocalPool:
                     "error_msg": "the output cannot be checked: the unscheduled program failed "
                     f"({reference['error_kind']}: {reference['error_msg']})",
                 }
-        reply = worker.request(("run", index, job), self.timeout, "while running")
+        reply = worker.request(("run", index, job), limit, "while running")
         if reply.get("need_reference"):
             worker.send(("set_reference", job.reference_key, reference))
-            reply = worker.request(("run", index, job), self.timeout, "while running")
+            reply = worker.request(("run", index, job), limit, "while running")
         return reply
 
     def _prepare(

@@ -8,6 +8,7 @@ import pickle
 import subprocess
 import sys
 import textwrap
+import time
 
 import pytest
 
@@ -72,6 +73,21 @@ def test_each_kind_of_failure_is_recorded_while_the_batch_goes_on(measurer: Meas
     # The pool recovered: the next batch measures normally.
     again = measurer.measure([MeasureInput(REFERENCE, "llvm", reference=REFERENCE)])
     assert again[0].error_kind is None
+
+
+def test_a_run_far_slower_than_the_best_is_stopped_early() -> None:
+    # Once a best time is known, a run may take 20x it (at least 1 s), not the whole timeout.
+    with Measurer("llvm", num_threads=1, timeout=60.0, workers=2) as measurer:
+        start = time.monotonic()
+        results = measurer.measure(
+            [MeasureInput(REFERENCE, "llvm", reference=REFERENCE), MeasureInput(HANG, "llvm")]
+            + [MeasureInput(REFERENCE, "llvm", reference=REFERENCE)] * 4
+        )
+        elapsed = time.monotonic() - start
+    kinds = [r.error_kind for r in results]
+    assert kinds == [None, "timeout", None, None, None, None], [(r.error_kind, r.error_msg) for r in results]
+    assert "more than 1 s (20x the best so far" in results[1].error_msg
+    assert elapsed < 30, elapsed
 
 
 def test_a_cold_first_run_does_not_pass_for_a_slow_candidate(measurer: Measurer) -> None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import llvmlite.ir as ir
 
@@ -19,6 +19,7 @@ from tir.arith import const_int_bound, simplify
 from tir.codegen import llvm_parallel
 from tir.codegen.features import CodegenError
 from tir.codegen.llvm_math import FLOAT_MATH_OPS, emit_float_math, emit_int_abs, emit_isnan, vector_reduce_or
+from tir.codegen.llvm_numbering import NumberingBuilder
 from tir.codegen.llvm_types import (
     I8,
     I32,
@@ -169,7 +170,9 @@ class FunctionCodegen:
         self.body_block = fn.append_basic_block("body")
         # Allocas go to the entry block (never inside a loop); code starts in "body".
         self.alloca_builder = ir.IRBuilder(self.entry_block)
-        self.builder = ir.IRBuilder(self.body_block)
+        # Index arithmetic repeated across unrolled statements is emitted once per dominating
+        # region (tir.codegen.llvm_numbering); the constructs below declare their blocks.
+        self.builder = NumberingBuilder(self.body_block)
         self.vars: dict[Var, ir.Value] = {}
         self.buffers: dict[Buffer, BufferBinding] = {}
         self.dom: dict[Var, Range] = {}
@@ -294,15 +297,28 @@ class FunctionCodegen:
         if stmt.condition.dtype != DataType("bool", 1):
             raise self.error(f"an if condition must be a scalar bool, got {stmt.condition.dtype}")
         condition = self.expr(stmt.condition)
+        b = self.builder
         if stmt.else_case is None:
-            with self.builder.if_then(condition):
-                self.stmt(stmt.then_case)
+            with b.if_then(condition):
+                self.branch(lambda: self.stmt(stmt.then_case))
+            b.entered()  # the merge block
             return
-        with self.builder.if_else(condition) as (then, otherwise):
+        with b.if_else(condition) as (then, otherwise):
             with then:
-                self.stmt(stmt.then_case)
+                self.branch(lambda: self.stmt(stmt.then_case))
             with otherwise:
-                self.stmt(stmt.else_case)
+                self.branch(lambda: self.stmt(stmt.else_case))
+        b.entered()
+
+    def branch(self, emit: Callable[[], Any]) -> Any:
+        """``emit()`` in a conditional block the builder has just entered: values it computes
+        are reused inside it only (``NumberingBuilder``)."""
+        mark = self.builder.mark()
+        self.builder.entered()
+        try:
+            return emit()
+        finally:
+            self.builder.restore(mark)
 
     def stmt_For(self, loop: For) -> None:
         if loop.kind is ForKind.THREAD_BINDING:
@@ -312,37 +328,44 @@ class FunctionCodegen:
         var = loop.loop_var
         if var in self.vars:
             raise self.error(f"loop variable {var.name} is defined twice")
+        if loop not in self.vectorize_off:
+            # The outermost loop of a nest (judged before its body is generated): one pass judges
+            # it and every loop inside it.
+            self.vectorize_off.update(vectorize_off_by_loop(loop))
         b = self.builder
         ty = value_type(var.dtype)
         start = self.expr(loop.min)
         end = b.add(start, self.expr(loop.extent), name=f"{var.name}.end")
+        mark = b.mark()
         preheader = b.block
         header = self.fn.append_basic_block(f"{var.name}.header")
         body = self.fn.append_basic_block(f"{var.name}.body")
         exit_block = self.fn.append_basic_block(f"{var.name}.exit")
         b.branch(header)
         b.position_at_end(header)
+        b.entered()
         index = b.phi(ty, name=var.name)
         index.add_incoming(start, preheader)
         compare = b.icmp_unsigned if var.dtype.is_uint else b.icmp_signed
         b.cbranch(compare("<", index, end), body, exit_block)
         b.position_at_end(body)
+        b.entered()
         self.vars[var] = index
         self.dom[var] = Range(loop.min, loop.extent)
         self.multiples[var] = 1
         self.stmt(loop.body)
-        step = b.add(index, const(ty, 1), name=f"{var.name}.next")
-        step.flags.append("nuw" if var.dtype.is_uint else "nsw")  # index < end: the step cannot wrap
+        # index < end: the step cannot wrap.
+        step = b.add(index, const(ty, 1), name=f"{var.name}.next", flags=("nuw" if var.dtype.is_uint else "nsw",))
         index.add_incoming(step, b.block)
         back_edge = b.branch(header)
         unroll_full = loop.kind is ForKind.UNROLLED or bool(loop.annotations.get("pragma_unroll"))
-        if loop not in self.vectorize_off:
-            # The outermost loop of a nest: one pass judges it and every loop inside it.
-            self.vectorize_off.update(vectorize_off_by_loop(loop))
         vectorize_off = self.vectorize_off[loop]
         if unroll_full or vectorize_off:
             back_edge.set_metadata("llvm.loop", self.mcg.loop_id(unroll_full=unroll_full, vectorize_off=vectorize_off))
         b.position_at_end(exit_block)
+        b.restore(mark)
+        b.entered(header)  # the exit is reached through the header only
+        b.entered()
         self.unbind(var)
 
     def stmt_Allocate(self, stmt: Allocate) -> None:
@@ -547,10 +570,9 @@ class FunctionCodegen:
             # Half types keep a rounding per operation.
             flags = ("contract",) if expr.dtype.bits >= 32 and float_op in ("fadd", "fsub", "fmul") else ()
             return self._float_result(expr.dtype, getattr(self.builder, float_op)(a, b, flags=flags))
-        result = getattr(self.builder, int_op)(a, b)
-        if self._nsw and expr.dtype.is_int and int_op in ("add", "sub", "mul") and isinstance(result, ir.Instruction):
-            result.flags.append("nsw")
-        return result  # type: ignore[no-any-return]
+        if self._nsw and expr.dtype.is_int and int_op in ("add", "sub", "mul"):
+            return getattr(self.builder, int_op)(a, b, flags=("nsw",))  # type: ignore[no-any-return]
+        return getattr(self.builder, int_op)(a, b)  # type: ignore[no-any-return]
 
     def expr_Add(self, expr: Add) -> ir.Value:
         return self._binary(expr, "add", "fadd")
@@ -718,10 +740,8 @@ class FunctionCodegen:
         else:
             steps = ir.Constant(vector_ty, [const(base.type, lane) for lane in range(lanes)])
             offsets = self.builder.mul(self.splat(stride, lanes), steps)
-        result = self.builder.add(self.splat(base, lanes), offsets)
-        if self._nsw and expr.dtype.is_int:
-            result.flags.append("nsw")
-        return result
+        flags = ("nsw",) if self._nsw and expr.dtype.is_int else ()
+        return self.builder.add(self.splat(base, lanes), offsets, flags=flags)
 
     def expr_Broadcast(self, expr: Broadcast) -> ir.Value:
         return self.splat(self.expr(expr.value), expr.lanes)
@@ -803,11 +823,12 @@ class FunctionCodegen:
         if condition_expr.dtype.lanes == 1:
             with b.if_else(condition) as (then, otherwise):
                 with then:
-                    true_value = self.expr(true_expr)
+                    true_value = self.branch(lambda: self.expr(true_expr))
                     true_block = b.block
                 with otherwise:
-                    false_value = self.expr(false_expr)
+                    false_value = self.branch(lambda: self.expr(false_expr))
                     false_block = b.block
+            b.entered()
             phi = b.phi(ty)
             phi.add_incoming(true_value, true_block)
             phi.add_incoming(false_value, false_block)
@@ -816,8 +837,9 @@ class FunctionCodegen:
         for side, mask in ((true_expr, condition), (false_expr, b.not_(condition))):
             before = b.block
             with b.if_then(vector_reduce_or(b, mask)):
-                value = self.expr(side)
+                value = self.branch(lambda side=side: self.expr(side))
                 computed_in = b.block
+            b.entered()
             phi = b.phi(ty)
             phi.add_incoming(value, computed_in)
             phi.add_incoming(const(ty, 0), before)
