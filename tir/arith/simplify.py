@@ -62,7 +62,7 @@ from tir.ir.expr import (
 )
 from tir.ir.node import Node
 
-__all__ = ["Analyzer", "ConstIntBound", "is_index_dtype", "simplify"]
+__all__ = ["Analyzer", "ConstIntBound", "StructuralKeys", "is_index_dtype", "simplify"]
 
 
 _CMP_NEGATION: dict[type, type] = {LT: GE, LE: GT, GT: LE, GE: LT, EQ: NE, NE: EQ}
@@ -143,28 +143,18 @@ def _sum_content(a: _Sum) -> int:
     return content
 
 
-# ---------------------------------------------------------------- the rewriter
+class StructuralKeys:
+    """Small ints equal for structurally identical expressions (free variables by identity).
 
+    Keys are interned; the memo keeps the nodes it saw alive, so their ids stay unique: use one
+    instance for one analysis, not for a process's lifetime."""
 
-class _Rewriter:
-    """One simplification run: memo tables keyed by node identity, plus variable knowledge."""
-
-    def __init__(self, bounds: BoundEvaluator, var_values: Mapping[Var, PrimExpr]) -> None:
-        self.bounds = bounds
-        self.var_values = var_values
-        # Structural keys are interned to small ints; the memo keeps nodes alive so ids stay unique.
+    def __init__(self) -> None:
         self._key_memo: dict[int, tuple[Any, int]] = {}
         self._interned: dict[Any, int] = {}
-        self._simplify_memo: dict[int, tuple[PrimExpr, PrimExpr]] = {}
-        self._sum_memo: dict[int, tuple[PrimExpr, _Sum]] = {}
-        # Set once a ``Let`` body was simplified under a temporary bound of its variable: the
-        # memo tables then hold results valid only in that scope (see ``Analyzer``).
-        self.scoped_memo = False
-
-    # ------------------------------------------------------------ structural keys
 
     def key(self, expr: Any) -> int:
-        """An int equal for structurally identical expressions (free variables by identity)."""
+        """An int equal for structurally identical expressions."""
         hit = self._key_memo.get(id(expr))
         if hit is not None and hit[0] is expr:
             return hit[1]
@@ -192,6 +182,27 @@ class _Rewriter:
         if isinstance(value, dict):
             return ("dict", id(value))
         return value
+
+
+# ---------------------------------------------------------------- the rewriter
+
+
+class _Rewriter:
+    """One simplification run: memo tables keyed by node identity, plus variable knowledge."""
+
+    def __init__(self, bounds: BoundEvaluator, var_values: Mapping[Var, PrimExpr]) -> None:
+        self.bounds = bounds
+        self.var_values = var_values
+        # Structural keys are interned to small ints; the memo keeps nodes alive so ids stay unique.
+        self._keys = StructuralKeys()
+        self.key = self._keys.key
+        self._simplify_memo: dict[int, tuple[PrimExpr, PrimExpr]] = {}
+        self._sum_memo: dict[int, tuple[PrimExpr, _Sum]] = {}
+        # Set once a ``Let`` body was simplified under a temporary bound of its variable: the
+        # memo tables then hold results valid only in that scope (see ``Analyzer``).
+        self.scoped_memo = False
+
+    # ------------------------------------------------------------ structural keys
 
     def same(self, a: PrimExpr, b: PrimExpr) -> bool:
         return a is b or self.key(a) == self.key(b)

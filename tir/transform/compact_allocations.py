@@ -45,6 +45,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tir.arith import Analyzer, relax_region, union_regions
+from tir.arith.simplify import StructuralKeys
 from tir.ir import (
     Allocate,
     Buffer,
@@ -173,7 +174,18 @@ def _touched_region(
     collector.lets = dict(lets or {})
     collector.visit(stmt)
     region: tuple[Range, ...] | None = None
+    # An accumulation reads and writes one element (``C[i] = C[i] + ...``), an unrolled tile
+    # repeats its accesses: each distinct access under the same loops is relaxed once.
+    keys = StructuralKeys()
+    seen: set[tuple[Any, ...]] = set()
     for access in collector.accesses:
+        signature = (
+            tuple(keys.key(index) for index in access.indices),
+            tuple((id(var), id(dom)) for var, dom in access.dom_map.items()),
+        )
+        if signature in seen:
+            continue
+        seen.add(signature)
         ranges = relax_region(access.indices, access.dom_map, buffer.shape)
         region = ranges if region is None else union_regions(region, ranges)  # type: ignore[assignment]
     return region
@@ -285,20 +297,21 @@ def _contains(analyzer: Analyzer, box: tuple[Range, ...], region: tuple[Range, .
     )
 
 
+class _FindMemoryReads(IRVisitor):
+    def __init__(self) -> None:
+        self.found = False
+
+    def visit_BufferLoad(self, node: BufferLoad) -> None:
+        self.found = True
+
+    def visit_Call(self, node: Call) -> None:
+        self.found = True
+
+
 def _reads_memory(expr: PrimExpr) -> bool:
-    found = False
-
-    class _Find(IRVisitor):
-        def visit_BufferLoad(self, node: BufferLoad) -> None:
-            nonlocal found
-            found = True
-
-        def visit_Call(self, node: Call) -> None:
-            nonlocal found
-            found = True
-
-    _Find().visit(expr)
-    return found
+    finder = _FindMemoryReads()
+    finder.visit(expr)
+    return finder.found
 
 
 class _Shift(IRMutator):
