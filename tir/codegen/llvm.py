@@ -101,7 +101,8 @@ class ModuleCodegen:
           otherwise runs only for loops that ask for it, then unrolls it (copying in C++ is far
           cheaper);
         - ``llvm.loop.vectorize.enable = false``: a loop LLVM's vectorizer would miscompile
-          (``tir.codegen.llvm_vectorizer_guard``)."""
+          (``tir.codegen.llvm_vectorizer_guard``), and every loop of a function the schedule
+          vectorized (``FunctionCodegen.scheduled_vectors``)."""
         properties: list[ir.values.MDValue] = []
         if unroll_full:
             if self._unroll_full is None:

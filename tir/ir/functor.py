@@ -61,13 +61,17 @@ class IRVisitor(_Dispatch):
 
     def visit(self, node: Any) -> None:
         if isinstance(node, Node):
-            self._method_for(type(node))(self, node)
+            # The dispatch cache is read here rather than through _method_for: this is the
+            # compiler's hottest call (every pass walks every node).
+            method = self._dispatch_cache.get(type(node)) or self._method_for(type(node))
+            method(self, node)
         elif isinstance(node, tuple):
             for item in node:
                 self.visit(item)
 
     def generic_visit(self, node: Node) -> None:
-        for name in _walk_fields(type(node)):
+        cls = type(node)
+        for name in _WALK_FIELDS.get(cls) or _walk_fields(cls):
             value = getattr(node, name)
             if isinstance(value, (Node, tuple)):
                 self.visit(value)
@@ -80,7 +84,8 @@ class IRMutator(_Dispatch):
 
     def visit(self, node: Any) -> Any:
         if isinstance(node, Node):
-            return self._method_for(type(node))(self, node)
+            method = self._dispatch_cache.get(type(node)) or self._method_for(type(node))
+            return method(self, node)
         if isinstance(node, tuple):
             items = tuple(self.visit(item) for item in node)
             return node if all(a is b for a, b in zip(items, node)) else items
@@ -91,7 +96,8 @@ class IRMutator(_Dispatch):
 
     def generic_visit(self, node: Node) -> Node:
         changes = {}
-        for name in _walk_fields(type(node)):
+        cls = type(node)
+        for name in _WALK_FIELDS.get(cls) or _walk_fields(cls):
             value = getattr(node, name)
             if isinstance(value, (Node, tuple)):
                 new_value = self.visit(value)
