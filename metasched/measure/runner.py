@@ -302,7 +302,9 @@ def _run_built(built: Any, job: Job, reference: Reference | None) -> dict[str, A
         # enough that those are noise is a timed run too, unless each run starts from cold caches.
         samples = [first] if first >= WARM_ENOUGH and not flush_cache else []
         while len(samples) < repeat:
-            if samples and job.best is not None and min(samples) > CLOSE_FACTOR * job.best * (3 - min(len(samples), 2)):
+            # One run may be unlucky: a single sample must be twice as far from the best.
+            close = CLOSE_FACTOR * (2 if len(samples) == 1 else 1)
+            if samples and job.best is not None and min(samples) > close * job.best:
                 break  # clearly not the best: its exact time matters less than the search's
             if flush_cache:
                 evict_caches()

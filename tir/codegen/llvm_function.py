@@ -69,7 +69,6 @@ from tir.ir import (
     ForKind,
     IfThenElse,
     IntImm,
-    IRVisitor,
     Let,
     LetStmt,
     Max,
@@ -88,6 +87,7 @@ from tir.ir import (
     Sub,
     Var,
 )
+from tir.ir.functor import contains
 from tir.transform.flatten_buffers import index_dtype
 from tir.transform.insert_bounds_checks import BOUNDS_ERROR_OP
 
@@ -160,23 +160,6 @@ def _lowest_bit(value: int) -> int:
     return value & -value if value else _BIG
 
 
-class _VectorCode(IRVisitor):
-    def __init__(self) -> None:
-        self.found = False
-
-    def visit_Ramp(self, node: Ramp) -> None:
-        self.found = True
-
-    def visit_Broadcast(self, node: Broadcast) -> None:
-        self.found = True
-
-
-def _has_vector_code(stmt: Stmt) -> bool:
-    finder = _VectorCode()
-    finder.visit(stmt)
-    return finder.found
-
-
 class FunctionCodegen:
     """Emits the body function of one PrimFunc."""
 
@@ -205,7 +188,7 @@ class FunctionCodegen:
         # lowered to Ramp / Broadcast) keeps LLVM's loop vectorizer off every loop: the
         # schedule decided which loops are vector loops, and LLVM's analysis of the others
         # was about a sixth of a tuner candidate's optimization time for no faster code.
-        self.scheduled_vectors = _has_vector_code(func.body)
+        self.scheduled_vectors = contains(func.body, (Ramp, Broadcast))
 
     # ------------------------------------------------------------ helpers
 

@@ -120,6 +120,30 @@ def post_order_visit(node: Node, callback: Callable[[Node], None]) -> None:
     _PostOrder(callback).visit(node)
 
 
+class _Contains(IRVisitor):
+    def __init__(self, classes: type | tuple[type, ...]) -> None:
+        self.classes = classes
+        self.found = False
+
+    def visit(self, node: Any) -> None:
+        if not self.found:
+            super().visit(node)
+
+    def generic_visit(self, node: Node) -> None:
+        if isinstance(node, self.classes):
+            self.found = True
+        else:
+            super().generic_visit(node)
+
+
+def contains(node: Any, classes: type | tuple[type, ...]) -> bool:
+    """Whether a node of ``classes`` is anywhere under ``node`` (``node`` itself included);
+    the walk stops at the first."""
+    finder = _Contains(classes)
+    finder.visit(node)
+    return finder.found
+
+
 class _Substitute(IRMutator):
     def __init__(self, vmap: dict[Var, PrimExpr]) -> None:
         self.vmap = vmap

@@ -70,6 +70,7 @@ from tir.ir import (
     Var,
     substitute,
 )
+from tir.ir.functor import contains
 from tir.ir.ops import tile_accesses
 from tir.transform._common import uses_buffer, uses_var, vars_in
 from tir.transform.convert_blocks import STRIDE_OP
@@ -297,21 +298,8 @@ def _contains(analyzer: Analyzer, box: tuple[Range, ...], region: tuple[Range, .
     )
 
 
-class _FindMemoryReads(IRVisitor):
-    def __init__(self) -> None:
-        self.found = False
-
-    def visit_BufferLoad(self, node: BufferLoad) -> None:
-        self.found = True
-
-    def visit_Call(self, node: Call) -> None:
-        self.found = True
-
-
 def _reads_memory(expr: PrimExpr) -> bool:
-    finder = _FindMemoryReads()
-    finder.visit(expr)
-    return finder.found
+    return contains(expr, (BufferLoad, Call))
 
 
 class _Shift(IRMutator):

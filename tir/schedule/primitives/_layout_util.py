@@ -42,6 +42,7 @@ from tir.ir import (
     Var,
     const,
 )
+from tir.ir.functor import contains
 from tir.schedule.errors import ScheduleError
 from tir.schedule.index_map import IndexMap
 from tir.schedule.primitives._common import (  # noqa: F401  (re-exported for layout.py)
@@ -287,21 +288,6 @@ def free_vars(node: Any) -> list[Var]:
 
     Find().visit(node)
     return list(found.values())
-
-
-def contains(node: Any, cls: type | tuple[type, ...]) -> bool:
-    hit = False
-
-    class Find(IRVisitor):
-        def generic_visit(self, item: Any) -> None:
-            nonlocal hit
-            if isinstance(item, cls):
-                hit = True
-                return
-            super().generic_visit(item)
-
-    Find().visit(node)
-    return hit
 
 
 def is_zero(expr: PrimExpr) -> bool:

@@ -52,6 +52,7 @@ from tir.ir import (
     substitute,
 )
 from tir.ir.expr import Add
+from tir.ir.functor import contains
 from tir.ir.stmt import seq
 from tir.ir.structural import structural_equal
 from tir.schedule.errors import ScheduleError
@@ -68,7 +69,6 @@ from tir.schedule.primitives._layout_util import (
     block_header,
     body_stmts,
     buffer_names,
-    contains,
     defined_in_scope,
     find_block,
     free_vars,
