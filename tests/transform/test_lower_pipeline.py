@@ -2,35 +2,16 @@
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
-from types import ModuleType
-
 import numpy as np
 import pytest
+from examples_testing import EXAMPLES_DIR, load_example
 from lowering_programs import PROGRAMS, assert_lowered, assert_same_results, lower_before, nodes_of
 
 import tir
 from tir.target import Target
 from tir.transform import PASS_NAMES, lower, passes
 
-EXAMPLES_DIR = Path(__file__).resolve().parents[2] / "examples"
 EXAMPLE_NAMES = sorted(p.stem for p in EXAMPLES_DIR.glob("*.py") if not p.stem.startswith("_"))
-
-
-def _load_example(name: str) -> ModuleType:
-    if str(EXAMPLES_DIR) not in sys.path:
-        sys.path.insert(0, str(EXAMPLES_DIR))
-    module_name = f"tir_lowering_examples_{name}"
-    if module_name in sys.modules:
-        return sys.modules[module_name]
-    spec = importlib.util.spec_from_file_location(module_name, EXAMPLES_DIR / f"{name}.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[module_name] = module
-    spec.loader.exec_module(module)
-    return module
 
 
 def test_pass_order() -> None:
@@ -64,7 +45,7 @@ def test_module_and_target_inputs() -> None:
 
 @pytest.mark.parametrize("name", EXAMPLE_NAMES)
 def test_examples_lowered_match_reference(name: str) -> None:
-    example = _load_example(name)
+    example = load_example(name)
     target = Target.parse(getattr(example, "TARGET", "llvm"))
     mod = lower(example.KERNEL, target=target)
     if target.is_cuda:
@@ -93,4 +74,4 @@ def test_programs_lowered_same_results(name: str) -> None:
 
 
 def test_lowered_golden(golden) -> None:
-    golden.check("transform/lower_matmul_relu", lower(_load_example("matmul_relu").KERNEL).script())
+    golden.check("transform/lower_matmul_relu", lower(load_example("matmul_relu").KERNEL).script())
