@@ -1,0 +1,87 @@
+"""Default schedules (metasched/space/default.py): the design space replayed with fixed
+decisions. The decisions must give a register tile that fits the register file, at the tile level
+the sketch makes innermost, and the program must still compute what the unscheduled one does."""
+
+from __future__ import annotations
+
+import numpy as np
+
+import tir.script as T
+from metasched.search.candidate import sampling_positions
+from metasched.space import SpaceGenerator
+from metasched.space.default import _vector_lanes, default_candidate, default_decisions
+
+TARGET = "llvm"  # this machine: 8 float32 lanes with AVX2, 16 with AVX-512
+LANES = _vector_lanes(TARGET)
+
+
+@T.script
+def dense(
+    X: T.Buffer((64, 96), "float32"),
+    W: T.Buffer((96, 384), "float32"),
+    Y: T.Buffer((64, 384), "float32"),
+):
+    T.func_attr({"layout_free_buffers": ["W"]})
+    for i, j, k in T.grid(64, 384, 96):
+        with T.block("matmul"):
+            vi, vj, vk = T.remap("SSR", i, j, k)
+            with T.init():
+                Y[vi, vj] = 0.0
+            Y[vi, vj] += X[vi, vk] * W[vk, vj]
+
+
+def _tile_decisions(sketch):  # type: ignore[no-untyped-def]
+    decisions = default_decisions(sketch, TARGET)
+    return [
+        (sketch.instructions[pos].kwargs.get("n"), decisions[pos])
+        for pos in sampling_positions(sketch)
+        if sketch.instructions[pos].kind == "sample_perfect_tile"
+    ]
+
+
+def _sketches():  # type: ignore[no-untyped-def]
+    return SpaceGenerator().generate(dense, TARGET)
+
+
+def _is_packed(sketch) -> bool:  # type: ignore[no-untyped-def]
+    return any(inst.kind == "transform_layout" for inst in sketch.instructions)
+
+
+def test_packed_sketch_keeps_a_register_tile_of_rows_by_panels_at_the_third_level() -> None:
+    packed = [s for s in _sketches() if _is_packed(s)]
+    assert packed, "the dense space has packing sketches"
+    for sketch in packed:
+        (n_rows, rows), (n_cols, cols), (n_k, k) = _tile_decisions(sketch)
+        # One block's samples, though the packed column loop is split by the panel first.
+        assert (n_rows, n_cols, n_k) == (4, 3, 2)
+        assert np.prod(rows) == 64 and np.prod(cols) * LANES == 384 and np.prod(k) == 96
+        # The register tile is the third level; below it only the reduction's inner tile (1)
+        # and one panel: the accumulators live in registers for the whole reduction.
+        assert rows[3] == 1 and k == [96, 1]
+        accumulators = rows[2] * cols[2]
+        assert 4 <= accumulators <= 12, (rows, cols)
+
+
+def test_plain_sketch_keeps_its_register_tile_innermost() -> None:
+    plain = [s for s in _sketches() if not _is_packed(s)]
+    for sketch in plain:
+        (_, rows), (_, cols), (_, k) = _tile_decisions(sketch)
+        accumulators = rows[3] * (cols[3] // LANES)
+        assert cols[3] % LANES == 0 and 4 <= accumulators <= 12, (rows, cols)
+        assert k[1] > 1  # a reduction slice below the row tiles
+
+
+def test_default_schedule_prefers_packing_and_computes_the_product() -> None:
+    candidate = default_candidate(dense, TARGET)
+    assert candidate is not None
+    kinds = {inst.kind for inst in candidate.trace.instructions}
+    assert "transform_layout" in kinds
+    from metasched.measure.builder import build_program
+
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((64, 96), dtype=np.float32)
+    w = rng.standard_normal((96, 384), dtype=np.float32)
+    y = np.zeros((64, 384), np.float32)
+    built = build_program(candidate.func, TARGET)
+    built.module(*built.arguments([x, w, y]))
+    np.testing.assert_allclose(y, x @ w, rtol=1e-4, atol=1e-4)
