@@ -10,15 +10,15 @@ is the second tile level; the other loops' rest sits below the outer reduction t
 S of SSRSRS), whose inner part is at most ``REDUCTION_SLICE``: a slice of a weight panel stays
 in L1 while every row uses it (GotoBLAS's blocking). Measured on a 2-core Zen 1 against the
 earlier rule (rows parallel, reductions whole): ResNet-50's kernels 583 -> 392 ms at 1 thread,
-BERT's FFN down-projection 87 -> 41 ms. A sketch that packs an operand into panels splits the
-vector loop by the panel width first, so its last tile is one panel: there the register tile is
-the third level of every spatial loop (rows x up to 4 panels) with the inner reduction tile 1,
-and the reduction runs whole around it. Unrolling: the second choice (16). Sampled compute
+BERT's FFN down-projection 87 -> 41 ms. A sketch that packs an operand into panels counts the
+vector loop's tiles in panels; its register tile may take up to 4 of them (rows x panels).
+Unrolling: the second choice (16). Sampled compute
 locations: in place. Sketches are tried in order of preference (no inlined padding, then
 packing, then epilogue fused into the tile); the first that replays and verifies wins, and the
 unscheduled program is returned when none does. Measured on a 2-core Zen 1 with
 ``benchmarks/model_e2e.py`` (zero trials, against onnxruntime): ResNet-50 0.59x -> 0.91x and
-BERT 0.63x -> 1.02x at 2 threads once packed sketches came first with this register tile.
+BERT 0.63x -> 1.02x at 2 threads once packed sketches came first with a register tile of
+several panels.
 
     fast = default_schedule(func, "llvm")
 """
@@ -78,13 +78,12 @@ def default_decisions(sketch: Trace, target: str | Target = "llvm") -> dict[int,
         spatial = [(pos, inst) for pos, inst in run if inst.kwargs.get("n", 2) > 2]
         reduce = [(pos, inst) for pos, inst in run if inst.kwargs.get("n", 2) == 2]
         extents = {pos: _product(inst.decision) for pos, inst in run}
-        packed = bool(spatial) and spatial[-1][1].kwargs.get("n") == 3
-        if packed:
+        if spatial and _counts_panels(sketch, spatial[-1][0]):
             # Packed operand: the vector loop was split by the panel width (one vector) first,
             # so its sample counts panels; the register tile is chosen in elements.
             vector_pos = spatial[-1][0]
             register_tile = _register_tile(
-                spatial, {**extents, vector_pos: extents[vector_pos] * lanes}, lanes, max_vectors=4
+                spatial, {**extents, vector_pos: extents[vector_pos] * lanes}, lanes, max_vectors=4, panel=lanes
             )
             register_tile[vector_pos] = max(1, register_tile[vector_pos] // lanes)
         else:
@@ -102,13 +101,7 @@ def default_decisions(sketch: Trace, target: str | Target = "llvm") -> dict[int,
             rest = extent // inner
             outer = _divisor_at_most(rest, max(budget, 1))
             budget //= outer
-            if packed:
-                # The packed vector loop's last tile (S3) is one panel, so the register tile
-                # is the third level (S2) of every loop, with the inner reduction tile (R1)
-                # 1 below it: the tile's accumulators stay in registers for the whole
-                # reduction, each step reading one slice of its panels.
-                decisions[pos] = [outer, rest // outer, inner] + [1] * (n - 3)
-            elif n >= 4 and pos != vector_last:
+            if n >= 4 and pos != vector_last:
                 # Rows go below the outer reduction tile (SSRSRS: the second S level after the
                 # first R), so a reduction slice of a weight panel is reused by all the rows.
                 middle = [1] * (n - 2)
@@ -117,10 +110,6 @@ def default_decisions(sketch: Trace, target: str | Target = "llvm") -> dict[int,
             else:
                 middle = [rest // outer] + [1] * (n - 3) if n >= 3 else []
                 decisions[pos] = [outer] + middle + [inner]
-        if packed:
-            for pos, _ in reduce:
-                decisions[pos] = [extents[pos], 1]
-            continue
         for pos, inst in reduce:
             extent = extents[pos]
             limit = min(int(inst.kwargs.get("max_innermost_factor", 64)), REDUCTION_SLICE)
@@ -138,8 +127,18 @@ def default_decisions(sketch: Trace, target: str | Target = "llvm") -> dict[int,
     return decisions
 
 
+def _counts_panels(sketch: Trace, pos: int) -> bool:
+    """Whether the tile sample at ``pos`` splits a loop already split by a panel width (the
+    multi-level tiling's packed vector loop: ``split(j, [None, P])`` right before it)."""
+    if pos == 0:
+        return False
+    before = sketch.instructions[pos - 1]
+    factors = before.kwargs.get("factors") if before.kind == "split" else None
+    return factors is not None and len(factors) == 2 and factors[0] is None and isinstance(factors[1], int)
+
+
 def _register_tile(
-    spatial: list[tuple[int, Any]], extents: dict[int, int], lanes: int, max_vectors: int = 2
+    spatial: list[tuple[int, Any]], extents: dict[int, int], lanes: int, max_vectors: int = 2, panel: int = 1
 ) -> dict[int, int]:
     """Innermost tile per spatial sample: a vector tile on the last loop and a row tile on one
     other, the pair that keeps the most vector accumulators within the register file (about
@@ -149,7 +148,7 @@ def _register_tile(
         return {}
     budget = 24 if lanes >= 16 else 12
     vector_pos, vector_inst = spatial[-1]
-    vector_limit = int(vector_inst.kwargs.get("max_innermost_factor", 64))
+    vector_limit = int(vector_inst.kwargs.get("max_innermost_factor", 64)) * panel  # a packed loop's counts panels
     best: tuple[tuple[int, int, int], dict[int, int]] | None = None
     for width in [vectors * lanes for vectors in range(max_vectors, 0, -1)]:
         vector = _divisor_at_most(extents[vector_pos], min(width, vector_limit), prefer=lanes)

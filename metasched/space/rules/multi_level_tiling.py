@@ -17,13 +17,14 @@ part. Sketch choices, one copy each:
 - operand packing: an operand indexed by the vectorized iterator and by a reduction iterator
   (B in ``A @ B``, the weights of an NHWC convolution, a transposed dense weight) is copied
   (``cache_read``) into panels one vector register wide, contiguous along the reduction
-  (``transform_layout``: ``(k, j) -> (j // P, k, j % P)``); the vectorized loop's innermost
-  tile is then the panel width P. The copy is made once at the root; ``pack_levels=(2,)`` adds
+  (``transform_layout``: ``(k, j) -> (j // P, k, j % P)``); that loop is split by the panel
+  width P first, its four tiles count panels, and the P lanes of one panel are the innermost
+  loop, under the register tile (rows x panels x lanes). The copy is made once at the root; ``pack_levels=(2,)`` adds
   packing per tile (``compute_at`` at tile level 2: each tile packs the panels it reads). That
   option is off by default: ``parallel`` refuses a loop whose iterations repack the same panels
   into the (iteration-local) packed buffer, so such candidates run on one core.
 
-For a 1024^3 matmul, the decisions ``i: [8, 1, 32, 4]``, ``j: [1, 64, 1] + 16`` (packed),
+For a 1024^3 matmul, the decisions ``i: [8, 1, 32, 4]``, ``j: [1, 64, 1, 1] + 16`` (packed),
 ``k: [1, 1024]`` give the hand schedule of examples/matmul_schedule.py.
 """
 
@@ -185,10 +186,13 @@ class MultiLevelTiling(SketchRule):
         for var in info.spatial:
             loop = handle_of[var]
             if pack is not None and var is info.spatial[-1]:
-                # The innermost tile is the panel width, so one panel feeds the register tile.
-                outer, inner = sch.split(loop, [None, pack.width])
-                sizes = sch.sample_perfect_tile(outer, n=3, max_innermost_factor=self.max_innermost_factor)
-                spatial_tiles.append([*sch.split(outer, sizes), inner])
+                # Split by the panel width first: the tiles count panels, and the vector loop
+                # under the register tile walks one panel (the innermost loop of all).
+                outer, lanes = sch.split(loop, [None, pack.width])
+                sizes = sch.sample_perfect_tile(
+                    outer, n=4, max_innermost_factor=max(1, self.max_innermost_factor // pack.width)
+                )
+                spatial_tiles.append([*sch.split(outer, sizes), lanes])
             else:
                 sizes = sch.sample_perfect_tile(loop, n=4, max_innermost_factor=self.max_innermost_factor)
                 spatial_tiles.append(sch.split(loop, sizes))
@@ -198,6 +202,7 @@ class MultiLevelTiling(SketchRule):
             reduce_tiles.append(sch.split(handle_of[var], sizes))
         order = [t[0] for t in spatial_tiles] + [t[1] for t in spatial_tiles] + [t[0] for t in reduce_tiles]
         order += [t[2] for t in spatial_tiles] + [t[1] for t in reduce_tiles] + [t[3] for t in spatial_tiles]
+        order += [t[4] for t in spatial_tiles if len(t) > 4]  # a packed loop's lanes
         sch.reorder(*order)
         sch.annotate(block, TILED, self.structure)
         if level is not None:
