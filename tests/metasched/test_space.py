@@ -421,6 +421,20 @@ def test_hand_schedule_is_reachable() -> None:
     np.testing.assert_allclose(_outputs(sch.func, inputs)[2], inputs[0] @ inputs[1], rtol=1e-4, atol=1e-4)
 
 
+def test_packing_copy_runs_in_panel_order_and_is_vectorized() -> None:
+    n = 64
+    func = matmul(n)
+    sketch = packed_sketch(SpaceGenerator().generate(func, TARGET))
+    sch = Schedule(func)
+    sketch.apply_to(sch, _hand_decisions(sketch, n, row_block=32, depth=64))
+    for postproc in default_postprocs(TARGET):
+        postproc.apply(sch)
+    (copy,) = [name for name in sch.index.blocks if name.endswith("_global")]
+    loops = sch.index.loops_above(sch.index.blocks[copy])
+    # panel, k, then the panel's lanes: whole vectors written, one vector read from a row of B
+    assert loops[-1].kind is ForKind.VECTORIZED and loops[-1].extent.value == _panel_width(), sch.func.script()
+
+
 def test_packing_per_tile_option() -> None:
     rules = [
         MultiLevelTiling(TARGET, pack_levels=(2,)) if isinstance(rule, MultiLevelTiling) else rule

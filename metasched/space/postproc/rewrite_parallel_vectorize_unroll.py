@@ -35,7 +35,7 @@ from typing import Any
 from metasched.space.analysis import PARALLEL, UNROLL, VECTORIZE, vars_of
 from metasched.space.postproc import Postproc
 from tir.arith import simplify
-from tir.ir import BlockRealize, For, ForKind, IntImm, IterKind, SeqStmt, Stmt, substitute
+from tir.ir import BlockRealize, For, ForKind, IntImm, IterKind, Range, SeqStmt, Stmt, substitute
 from tir.schedule import Schedule, ScheduleError
 
 __all__ = ["RewriteParallelVectorizeUnroll"]
@@ -102,12 +102,18 @@ def _writes_contiguously(loop: For, realize: BlockRealize) -> bool:
     block = realize.block
     bindings = {iv.var: value for iv, value in zip(block.iter_vars, realize.iter_values)}
     var = loop.loop_var
+    # Iterations that have a next one: a packed panel's lane (j % P, in (j // P, k, j % P))
+    # steps by one within the panel, and the loop is one panel.
+    extent = loop.extent
+    has_next = (
+        {var: Range(loop.min, IntImm(extent.value - 1))} if isinstance(extent, IntImm) and extent.value > 1 else {}
+    )
     for region in block.writes:
         if not region.region:
             return False
         starts = [substitute(r.min, bindings) for r in region.region]
         nexts = [substitute(start, {var: var + 1}) for start in starts]
-        steps = [simplify(b - a) for a, b in zip(starts, nexts)]
+        steps = [simplify(b - a, has_next) for a, b in zip(starts, nexts)]
         if not all(isinstance(step, IntImm) for step in steps):
             return False
         if [step.value for step in steps] != [0] * (len(steps) - 1) + [1]:  # type: ignore[attr-defined]
