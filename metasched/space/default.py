@@ -12,8 +12,7 @@ in L1 while every row uses it (GotoBLAS's blocking). Measured on a 2-core Zen 1 
 earlier rule (rows parallel, reductions whole): ResNet-50's kernels 583 -> 392 ms at 1 thread,
 BERT's FFN down-projection 87 -> 41 ms. A sketch that packs an operand into panels counts the
 vector loop's tiles in panels; its register tile may take up to 4 of them (rows x panels).
-Unrolling: the second choice (16). Sampled compute
-locations: in place. Sketches are tried in order of preference (no inlined padding, then
+Unrolling: the second choice (16). Sampled compute locations: in place. Sketches are tried in order of preference (no inlined padding, then
 packing, then epilogue fused into the tile); the first that replays and verifies wins, and the
 unscheduled program is returned when none does. Measured on a 2-core Zen 1 with
 ``benchmarks/model_e2e.py`` (zero trials, against onnxruntime): ResNet-50 0.59x -> 0.91x and
@@ -106,10 +105,9 @@ def default_decisions(sketch: Trace, target: str | Target = "llvm") -> dict[int,
                 # first R), so a reduction slice of a weight panel is reused by all the rows.
                 middle = [1] * (n - 2)
                 middle[-1] = rest // outer
-                decisions[pos] = [outer] + middle + [inner]
             else:
                 middle = [rest // outer] + [1] * (n - 3) if n >= 3 else []
-                decisions[pos] = [outer] + middle + [inner]
+            decisions[pos] = [outer] + middle + [inner]
         for pos, inst in reduce:
             extent = extents[pos]
             limit = min(int(inst.kwargs.get("max_innermost_factor", 64)), REDUCTION_SLICE)
@@ -148,7 +146,8 @@ def _register_tile(
         return {}
     budget = 24 if lanes >= 16 else 12
     vector_pos, vector_inst = spatial[-1]
-    vector_limit = int(vector_inst.kwargs.get("max_innermost_factor", 64)) * panel  # a packed loop's counts panels
+    # A packed loop's sample counts panels, its limit too.
+    vector_limit = int(vector_inst.kwargs.get("max_innermost_factor", 64)) * panel
     best: tuple[tuple[int, int, int], dict[int, int]] | None = None
     for width in [vectors * lanes for vectors in range(max_vectors, 0, -1)]:
         vector = _divisor_at_most(extents[vector_pos], min(width, vector_limit), prefer=lanes)

@@ -394,14 +394,21 @@ def packed_sketch(sketches: list[Trace]) -> Trace:
     )
 
 
-def test_hand_schedule_is_reachable() -> None:
-    n = 64
+def _hand_scheduled(n: int) -> Schedule:
+    """matmul(n) on the packed sketch with examples/matmul_schedule.py's decisions, postprocessed."""
     func = matmul(n)
     sketch = packed_sketch(SpaceGenerator().generate(func, TARGET))
     sch = Schedule(func)
     sketch.apply_to(sch, _hand_decisions(sketch, n, row_block=32, depth=64))
     for postproc in default_postprocs(TARGET):
         postproc.apply(sch)
+    return sch
+
+
+def test_hand_schedule_is_reachable() -> None:
+    n = 64
+    func = matmul(n)
+    sch = _hand_scheduled(n)
     text = sch.func.script()
     width = _panel_width()
     packed = [
@@ -422,13 +429,7 @@ def test_hand_schedule_is_reachable() -> None:
 
 
 def test_packing_copy_runs_in_panel_order_and_is_vectorized() -> None:
-    n = 64
-    func = matmul(n)
-    sketch = packed_sketch(SpaceGenerator().generate(func, TARGET))
-    sch = Schedule(func)
-    sketch.apply_to(sch, _hand_decisions(sketch, n, row_block=32, depth=64))
-    for postproc in default_postprocs(TARGET):
-        postproc.apply(sch)
+    sch = _hand_scheduled(64)
     (copy,) = [name for name in sch.index.blocks if name.endswith("_global")]
     loops = sch.index.loops_above(sch.index.blocks[copy])
     # panel, k, then the panel's lanes: whole vectors written, one vector read from a row of B

@@ -19,8 +19,8 @@ part. Sketch choices, one copy each:
   (``cache_read``) into panels one vector register wide, contiguous along the reduction
   (``transform_layout``: ``(k, j) -> (j // P, k, j % P)``); that loop is split by the panel
   width P first, its four tiles count panels, and the P lanes of one panel are the innermost
-  loop, under the register tile (rows x panels x lanes). The copy is made once at the root; ``pack_levels=(2,)`` adds
-  packing per tile (``compute_at`` at tile level 2: each tile packs the panels it reads). That
+  loop, under the register tile (rows x panels x lanes). The copy is made once at the root,
+  its loops in the packed buffer's order; ``pack_levels=(2,)`` adds packing per tile (``compute_at`` at tile level 2: each tile packs the panels it reads). That
   option is off by default: ``parallel`` refuses a loop whose iterations repack the same panels
   into the (iteration-local) packed buffer, so such candidates run on one core.
 
