@@ -236,3 +236,43 @@ def test_shared_memory_stays_per_block_and_local_per_thread(golden) -> None:
     assert _enclosing_loops(compacted, "A_local") == ["bx", "tx"]
     assert _allocation(compacted, "A_shared").buffer.const_shape() == (16,)
     assert _allocation(compacted, "A_local").buffer.const_shape() == (1,)
+
+
+def _fused_diagonals(reach: int) -> str:
+    """A fused loop over a 4 x 4 grid of 2 x 2 tiles: each iteration writes its tile's
+    diagonal of ``S`` (not a box, so no proof that the reads are written first) and reads the
+    diagonal ``reach`` further on (1: into the next tile's, whose iteration wrote it)."""
+    return f"""
+@T.prim_func
+def f(A: T.Buffer((9, 9), "float32"), B: T.Buffer((8, 8), "float32")):
+    S = T.alloc_buffer((9, 9), "float32")
+    for f in range(16):
+        for i in range(2):
+            with T.block("write"):
+                vi = T.spatial_axis(9, f // 4 * 2 + i)
+                vj = T.spatial_axis(9, f % 4 * 2 + i)
+                S[vi, vj] = A[vi, vj] * 2.0
+        for i in range(2):
+            with T.block("read"):
+                vi = T.spatial_axis(8, f // 4 * 2 + i)
+                vj = T.spatial_axis(8, f % 4 * 2 + i)
+                B[vi, vj] = S[vi + {reach}, vj + {reach}]
+"""
+
+
+def test_fused_loop_with_disjoint_tiles_takes_the_allocation() -> None:
+    # f // 4 and f % 4 do not step evenly with f: each iteration's tile is compared with the others'.
+    func = tir.parse(_fused_diagonals(reach=0))
+    compacted = _compact(func)
+    assert _enclosing_loops(compacted, "S") == ["f"]
+    assert _allocation(compacted, "S").buffer.const_shape() == (2, 2)
+
+    def make_args(rng: np.random.Generator) -> list[np.ndarray]:
+        return [rng.standard_normal((9, 9)).astype(np.float32), np.zeros((8, 8), np.float32)]
+
+    assert_same_results(func, compacted, make_args)
+
+
+def test_fused_loop_reading_its_neighbours_tiles_keeps_allocation_outside() -> None:
+    compacted = _compact(tir.parse(_fused_diagonals(reach=1)))
+    assert _enclosing_loops(compacted, "S") == []

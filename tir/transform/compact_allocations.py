@@ -44,7 +44,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
 from tir.arith import Analyzer, relax_region, union_regions
+from tir.arith.evaluate import evaluate_int
 from tir.arith.simplify import StructuralKeys
 from tir.ir import (
     Allocate,
@@ -162,6 +165,16 @@ _TILE_READS = {
 
 def _tile_read_positions(call: Call) -> tuple[int, ...]:
     return _TILE_READS.get(call.op, ())
+
+
+#: Loops up to this many iterations may have their iterations' boxes compared one by one.
+_MAX_ENUMERATED_ITERATIONS = 64
+
+
+def _reads_buffer(stmt: Stmt, buffer: Buffer) -> bool:
+    collector = _CollectAccesses(buffer, loads=True, stores=False)
+    collector.visit(stmt)
+    return bool(collector.accesses)
 
 
 def _touched_region(
@@ -349,6 +362,9 @@ class _Placer:
         # _touched_region is pure and costly, and placing an allocation asks about the same
         # statements again at every loop level it descends: (statement, step) -> region.
         self._regions: dict[tuple[int, int], tuple[Stmt, tuple[Range, ...] | None]] = {}
+        # Bodies whose reads are covered: asked again when the allocation enters the loops a
+        # deeper question already went through; a yes stays a yes as outer loops are bound.
+        self._covered: dict[int, Stmt] = {}
 
     def _region(self, stmt: Stmt, step: int, compute: Callable[[], tuple[Range, ...] | None]) -> Any:
         key = (id(stmt), step)
@@ -398,6 +414,8 @@ class _Placer:
                 return True  # each thread block has its own copy: nothing flows between them
         if isinstance(loop.extent, IntImm) and loop.extent.value == 1:
             return True
+        if self._covered.get(id(loop.body)) is loop.body:
+            return True  # answered on the way down from an outer loop
         return self.iterations_disjoint(loop) or self.reads_covered(loop.body)
 
     def reads_covered(self, body: Stmt) -> bool:
@@ -407,6 +425,8 @@ class _Placer:
         that an earlier step surely wrote (see ``_ExactWrites``).
         """
         original = body  # the lets below are a function of it: the region cache's key
+        if self._covered.get(id(original)) is original:
+            return True
         lets: dict[Var, PrimExpr] = {}
         while isinstance(body, (LetStmt, Allocate)):
             if isinstance(body, LetStmt):
@@ -415,15 +435,21 @@ class _Placer:
         steps = body.stmts if isinstance(body, SeqStmt) else (body,)
         boxes: list[tuple[Range, ...]] = []
         for position, step in enumerate(steps):
-            reads = self._region(
-                original, position, lambda step=step: _touched_region(step, self.buffer, stores=False, lets=lets)
-            )
-            if reads is not None and not any(_contains(self.outer, box, reads) for box in boxes):
-                if not self.self_sufficient(step):
-                    return False
-            writes = _ExactWrites(self.buffer, self.outer, lets)
-            writes.visit(step)
-            boxes.extend(writes.boxes)
+            if boxes:
+                reads = self._region(
+                    original, position, lambda step=step: _touched_region(step, self.buffer, stores=False, lets=lets)
+                )
+                covered = reads is None or any(_contains(self.outer, box, reads) for box in boxes)
+            else:
+                # Nothing written yet: only whether the step reads matters, not where.
+                covered = not _reads_buffer(step, self.buffer)
+            if not covered and not self.self_sufficient(step):
+                return False
+            if position + 1 < len(steps):
+                writes = _ExactWrites(self.buffer, self.outer, lets)
+                writes.visit(step)
+                boxes.extend(writes.boxes)
+        self._covered[id(original)] = original
         return True
 
     def self_sufficient(self, step: Stmt) -> bool:
@@ -456,7 +482,40 @@ class _Placer:
             step = analyzer.simplify(substitute(rng.min, {var: var + 1}) - rng.min)
             if analyzer.can_prove(step >= extent) or analyzer.can_prove(step <= -extent):
                 return True
-        return False
+        return self.iterations_disjoint_by_value(loop, region)
+
+    def iterations_disjoint_by_value(self, loop: For, region: tuple[Range, ...]) -> bool:
+        """The same question for a short loop whose iterations do not step evenly (a fused
+        loop indexes ``v // 8`` and ``v % 8``): each iteration's box, as offsets from the first
+        iteration's, is compared with every other's."""
+        extent, first = loop.extent, loop.min
+        if not isinstance(extent, IntImm) or not isinstance(first, IntImm):
+            return False
+        if not 1 < extent.value <= _MAX_ENUMERATED_ITERATIONS:
+            return False
+        var = loop.loop_var
+        values = {id(var): first.value + np.arange(extent.value, dtype=np.int64)}
+        starts: list[np.ndarray] = []  # per dimension, each iteration's start minus the first's
+        sizes: list[int] = []
+        for rng in region:
+            if not uses_var(rng.min, var) or _reads_memory(rng.min) or _reads_memory(rng.extent):
+                continue
+            size = self.outer.const_int_bound(rng.extent).max_value
+            # Outer loop variables cancel out of the offset: (v // 8 * 14 + i) - (0 + i).
+            offset = self.outer.simplify(rng.min - substitute(rng.min, {var: first}))
+            evaluated = evaluate_int(offset, values)
+            if math.isinf(size) or evaluated is None:
+                continue
+            starts.append(np.broadcast_to(np.asarray(evaluated, dtype=np.int64), (extent.value,)))
+            sizes.append(int(size))
+        if not starts:
+            return False
+        # Iterations a and b are disjoint when some dimension's starts are a box size apart.
+        apart = np.zeros((extent.value, extent.value), dtype=bool)
+        for start, size in zip(starts, sizes):
+            apart |= np.abs(start[:, None] - start[None, :]) >= size
+        np.fill_diagonal(apart, True)
+        return bool(apart.all())
 
     # ------------------------------------------------------------ the allocation
 

@@ -12,33 +12,26 @@ from typing import Any
 import numpy as np
 
 from tir.arith import Analyzer
+from tir.arith.evaluate import evaluate_int
 from tir.arith.iter_map import detect_iter_map
 from tir.ir import (
-    Add,
     Block,
     BlockRealize,
     Buffer,
     BufferLoad,
     BufferRegion,
     BufferStore,
-    Cast,
-    FloorDiv,
-    FloorMod,
     For,
     IntImm,
     IRMutator,
     IRVisitor,
     LetStmt,
-    Max,
-    Min,
-    Mul,
     PrimExpr,
     PrimFunc,
     Ramp,
     Range,
     SeqStmt,
     Stmt,
-    Sub,
     Var,
     const,
 )
@@ -454,7 +447,7 @@ def _enumerate_box(index_map: IndexMap, starts: list[int], extents: list[int]) -
     count = math.prod(extents)
     values = []
     for result in index_map.results:
-        value = evaluate(result, env)
+        value = evaluate_int(result, env)
         if value is None:
             return f"cannot evaluate {result}"
         values.append(np.broadcast_to(np.asarray(value, dtype=np.int64), (count,)))
@@ -472,34 +465,6 @@ def _enumerate_box(index_map: IndexMap, starts: list[int], extents: list[int]) -
     if len(np.unique(flat)) != count:
         return "two points map to the same index (the map is not one-to-one)"
     return shape
-
-
-def evaluate(expr: PrimExpr, env: Mapping[int, np.ndarray]) -> np.ndarray | int | None:
-    """Integer ``expr`` over numpy arrays of its variables (None when unsupported)."""
-    if isinstance(expr, IntImm):
-        return expr.value
-    if isinstance(expr, Var):
-        return env.get(id(expr))
-    if isinstance(expr, Cast) and expr.dtype.is_integer:
-        return evaluate(expr.value, env)
-    if isinstance(expr, (Add, Sub, Mul, FloorDiv, FloorMod, Min, Max)):
-        a, b = evaluate(expr.a, env), evaluate(expr.b, env)
-        if a is None or b is None:
-            return None
-        if isinstance(expr, Add):
-            return a + b
-        if isinstance(expr, Sub):
-            return a - b
-        if isinstance(expr, Mul):
-            return a * b
-        if isinstance(expr, Min):
-            return np.minimum(a, b)
-        if isinstance(expr, Max):
-            return np.maximum(a, b)
-        if np.any(np.asarray(b) <= 0):
-            return None
-        return a // b if isinstance(expr, FloorDiv) else a % b
-    return None
 
 
 def has_ramp(indices: Sequence[PrimExpr]) -> bool:

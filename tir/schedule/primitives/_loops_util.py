@@ -35,6 +35,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from tir.arith import RangeRelaxer, simplify
+from tir.arith.evaluate import evaluate_int
 from tir.arith.iter_map import determined_vars
 from tir.ir import (
     Add,
@@ -43,14 +44,10 @@ from tir.ir import (
     Buffer,
     BufferStore,
     Evaluate,
-    FloorDiv,
-    FloorMod,
     For,
     IntImm,
     IterKind,
     LetStmt,
-    Max,
-    Min,
     Mul,
     Node,
     PrimExpr,
@@ -517,37 +514,10 @@ def _enumerate_injective(keys: Sequence[Sequence[tuple[int, PrimExpr]]], loops: 
     for key in keys:
         value = np.zeros(total, dtype=np.int64)
         for c, t in key:
-            evaluated = _evaluate(t, env)
+            evaluated = evaluate_int(t, env)
             if evaluated is None:
                 return False
             value = value + c * evaluated
         columns.append(value)
     rows = np.stack(columns, axis=1)
     return len(np.unique(rows, axis=0)) == total
-
-
-def _evaluate(expr: PrimExpr, env: dict[int, np.ndarray]) -> np.ndarray | int | None:
-    """``expr`` over arrays of loop-variable values (floor division and modulo), or None when
-    it uses anything else."""
-    if isinstance(expr, IntImm):
-        return expr.value
-    if isinstance(expr, Var):
-        return env.get(id(expr))
-    if not isinstance(expr, (Add, Sub, Mul, Min, Max, FloorDiv, FloorMod)):
-        return None
-    a, b = _evaluate(expr.a, env), _evaluate(expr.b, env)
-    if a is None or b is None:
-        return None
-    if isinstance(expr, Add):
-        return a + b
-    if isinstance(expr, Sub):
-        return a - b
-    if isinstance(expr, Mul):
-        return a * b
-    if isinstance(expr, Min):
-        return np.minimum(a, b)
-    if isinstance(expr, Max):
-        return np.maximum(a, b)
-    if not isinstance(b, int) or b <= 0:
-        return None
-    return a // b if isinstance(expr, FloorDiv) else a % b
