@@ -18,6 +18,8 @@ from tir.ir import (
     BufferLoad,
     BufferStore,
     Call,
+    Cast,
+    FloatImm,
     For,
     IfThenElse,
     IntImm,
@@ -32,7 +34,7 @@ from tir.schedule import Schedule
 from tir.schedule.handles import BlockRV
 from tir.schedule.tree import child_stmts
 
-__all__ = ["BlockInfo", "block_info", "blocks_post_order", "is_output", "loads_of", "vars_of"]
+__all__ = ["BlockInfo", "block_info", "blocks_post_order", "is_copy", "is_output", "loads_of", "vars_of"]
 
 #: Annotation a tiling rule leaves on the blocks it tiled (other rules then leave them alone).
 TILED = "meta_schedule.tiling_structure"
@@ -73,6 +75,26 @@ def _has_conditional(block: Block) -> bool:
 
     post_order_visit(block.body, note)
     return bool(found)
+
+
+def is_copy(block: Block) -> bool:
+    """Whether the block only moves data: one store of a loaded value, maybe cast or chosen by
+    a condition against a constant (a padding copy), and no arithmetic on the values."""
+    if block.init is not None or not isinstance(block.body, BufferStore):
+        return False
+
+    def moved(value: object) -> bool:
+        if isinstance(value, (BufferLoad, IntImm, FloatImm)):
+            return True
+        if isinstance(value, Cast):
+            return moved(value.value)
+        if isinstance(value, Select):
+            return moved(value.true_value) and moved(value.false_value)
+        if isinstance(value, Call) and value.op in ("if_then_else", "tir.if_then_else"):
+            return moved(value.args[1]) and moved(value.args[2])
+        return False
+
+    return moved(block.body.value)
 
 
 @dataclass(frozen=True)

@@ -506,6 +506,37 @@ def two_blocks_under_one_loop(A: T.Buffer((4, 8), "float32"), B: T.Buffer((4, 8)
                 B[vi, vj] = C[vi, vj] + 1.0
 
 
+@T.script
+def copy_then_scale(A: T.Buffer((8, 8), "float32"), B: T.Buffer((8, 8), "float32")):
+    C = T.alloc_buffer((8, 8), "float32")
+    for i, j in T.grid(8, 8):
+        with T.block("copy"):
+            vi, vj = T.remap("SS", i, j)
+            C[vi, vj] = T.if_then_else(vi < 7, A[vi, vj], 0.0)
+    for i, j in T.grid(8, 8):
+        with T.block("scale"):
+            vi, vj = T.remap("SS", i, j)
+            B[vi, vj] = C[vi, vj] * 2.0
+
+
+def test_copies_unroll_at_most_16_deep() -> None:
+    """A copy unrolled 64 deep runs no faster than at 16 and takes longer to build; the
+    computing block takes the whole depth."""
+    from metasched.space.analysis import UNROLL, is_copy
+    from metasched.space.postproc.rewrite_parallel_vectorize_unroll import RewriteParallelVectorizeUnroll
+
+    sch = Schedule(copy_then_scale)
+    assert is_copy(sch.get(sch.get_block("copy"))) and not is_copy(sch.get(sch.get_block("scale")))
+    sch.annotate(sch.get_block("root"), UNROLL, 64)
+    RewriteParallelVectorizeUnroll().apply(sch)
+    kinds = {
+        name: [sch.get_loop_node(loop).kind for loop in sch.get_loops(sch.get_block(name))]
+        for name in ("copy", "scale")
+    }
+    assert kinds["copy"] == [ForKind.SERIAL, ForKind.UNROLLED], sch.func.script()
+    assert kinds["scale"] == [ForKind.UNROLLED, ForKind.UNROLLED], sch.func.script()
+
+
 def test_unroll_stops_at_loops_around_other_blocks() -> None:
     """Unrolling ``i`` for B's sake would copy C's nest too (a candidate unrolling loops around
     a whole convolution tile took minutes to build): only each block's own loops unroll."""
