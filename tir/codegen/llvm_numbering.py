@@ -108,11 +108,33 @@ class NumberingBuilder(ir.IRBuilder):
         return parent is not self.block or self._anchor == len(self.block.instructions)
 
 
+def _type_key(type_: ir.Type) -> Any:
+    if isinstance(type_, ir.IntType):
+        return type_.width
+    if isinstance(type_, ir.VectorType):
+        return ("vector", type_.count, _type_key(type_.element))
+    return str(type_)
+
+
+def _constant_key(constant: Any) -> Any:
+    if isinstance(constant, (list, tuple)):
+        return tuple(_constant_key(item) for item in constant)
+    if isinstance(constant, ir.Constant):
+        return (_type_key(constant.type), _constant_key(constant.constant))
+    if isinstance(constant, float):
+        return ("float", constant.hex())  # -0.0 and 0.0 differ, a NaN equals itself
+    if isinstance(constant, int):
+        return (type(constant), constant)  # 1 and True hash alike
+    return str(constant)  # undef, and anything else llvmlite may hold
+
+
 def _operand_key(value: Any) -> Any:
+    # Keys are built for every pure instruction the code generator asks for: formatting each
+    # constant as LLVM text was a fifth of the code generator's time.
     if isinstance(value, ir.Constant):
-        return ("constant", str(value))
+        return ("constant", _type_key(value.type), _constant_key(value.constant))
     if isinstance(value, ir.Type):
-        return ("type", str(value))
+        return ("type", _type_key(value))
     if isinstance(value, (list, tuple)):
         return tuple(_operand_key(item) for item in value)
     if isinstance(value, (str, int, bool, type(None))):

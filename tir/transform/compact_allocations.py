@@ -523,7 +523,8 @@ class _Placer:
         buffer = self.buffer
         if buffer.elem_offset is not None:
             return self.alloc.replace(body=stmt)
-        region = _touched_region(stmt, buffer)
+        # Often the body of the loop entered last, whose region that loop's check computed.
+        region = self._region(stmt, -1, lambda: _touched_region(stmt, buffer))
         assert region is not None
         starts: list[PrimExpr] = []
         shape: list[PrimExpr] = []
