@@ -1,5 +1,9 @@
 """``unroll_loops``: an ``unroll`` loop of constant extent is replaced by copies of its body.
 
+(The CPU pipeline passes ``max_extent=0``: every unroll loop becomes a ``pragma_unroll`` hint
+and LLVM does the copying, which is cheaper than copying here and walking the copies in every
+later pass; the GPU pipeline replicates small loops here.)
+
 Copy ``k`` has the loop variable replaced by ``min + k`` and its own loop variables, let
 variables and allocations (new objects, so each is defined once). Inner loops are unrolled first. A
 loop is replicated only while it stays small: at most ``max_extent`` iterations (64) and at
