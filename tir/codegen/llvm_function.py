@@ -187,8 +187,8 @@ class FunctionCodegen:
         self.dom: dict[Var, Range] = {}
         self.multiples: dict[Var, int] = {}
         # While emitting the affine top of a buffer index, signed add/sub/mul get ``nsw``: an
-        # index that overflowed would be out of bounds anyway, and the flag lets LLVM widen
-        # 32-bit index arithmetic once per loop instead of sign-extending every access.
+        # index that overflowed would be out of bounds anyway, and the flag lets LLVM's
+        # address analysis reason about the index without wrapping.
         self._nsw = False
         # While emitting a buffer index, 32-bit integer arithmetic is emitted in 64 bits, and a
         # 32-bit loop counts in 64 bits (its uses elsewhere truncate). Indices sign-extended
@@ -355,12 +355,9 @@ class FunctionCodegen:
         b = self.builder
         wide = _is_int32(var.dtype)
         ty = I64 if wide else value_type(var.dtype)
-        start, extent = (
-            (self.wide_expr(loop.min), self.wide_expr(loop.extent))
-            if wide
-            else (self.expr(loop.min), self.expr(loop.extent))
-        )
-        end = b.add(start, extent, name=f"{var.name}.end")
+        emit = self.wide_expr if wide else self.expr
+        start = emit(loop.min)
+        end = b.add(start, emit(loop.extent), name=f"{var.name}.end")
         mark = b.mark()
         preheader = b.block
         header = self.fn.append_basic_block(f"{var.name}.header")

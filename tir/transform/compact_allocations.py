@@ -501,10 +501,12 @@ class _Placer:
             if not uses_var(rng.min, var) or _reads_memory(rng.min) or _reads_memory(rng.extent):
                 continue
             size = self.outer.const_int_bound(rng.extent).max_value
+            if math.isinf(size):
+                continue
             # Outer loop variables cancel out of the offset: (v // 8 * 14 + i) - (0 + i).
             offset = self.outer.simplify(rng.min - substitute(rng.min, {var: first}))
             evaluated = evaluate_int(offset, values)
-            if math.isinf(size) or evaluated is None:
+            if evaluated is None:
                 continue
             starts.append(np.broadcast_to(np.asarray(evaluated, dtype=np.int64), (extent.value,)))
             sizes.append(int(size))
