@@ -21,6 +21,7 @@ machine translating AArch64 code, not an AArch64 CPU; the cache flush is skipped
 
 from __future__ import annotations
 
+import math
 from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any
@@ -47,6 +48,11 @@ WARM_ENOUGH = 0.02
 #: Seconds above which a first run is not merely cold: a candidate that slow and far slower than
 #: the best is reported after it.
 COLD_LIMIT = 0.05
+
+#: Seconds one timed sample lasts at least: a kernel of a few microseconds is called several
+#: times per sample, since one call's time is mostly the clock's and the scheduler's jitter
+#: (a 3.5 us kernel once took 44 us on two warm calls in a row).
+MIN_SAMPLE = 2e-4
 
 
 @dataclass(frozen=True)
@@ -251,6 +257,14 @@ def evict_caches() -> None:
     _EVICTION.sum()
 
 
+def _calls_per_sample(seconds: float, flush_cache: bool) -> int:
+    """Calls per timed sample for a kernel whose one call took ``seconds``: enough for the sample
+    to last ``MIN_SAMPLE`` (at most 100); one when each call must start from cold caches."""
+    if flush_cache or seconds >= MIN_SAMPLE:
+        return 1
+    return min(100, math.ceil(MIN_SAMPLE / max(seconds, 1e-9)))
+
+
 def run_job(key: int, job: Job, reference: Reference | None) -> dict[str, Any]:
     """Run the module built under ``key``: the first run is checked against ``reference`` (when
     given), then timed: median of up to ``job.repeat`` runs after that first one (the warm-up),
@@ -293,11 +307,12 @@ def _run_built(built: Any, job: Job, reference: Reference | None) -> dict[str, A
             # second, warm run decides for a fast one; slow in both, it is reported as it is.
             if first >= COLD_LIMIT:
                 return {"seconds": first}
-            second = module.time(*timed, repeat=1, warmup=0)
+            second = module.time(*timed, repeat=1, number=_calls_per_sample(first, flush_cache), warmup=0)
             if second > GIVE_UP_FACTOR * job.best:
                 return {"seconds": min(first, second)}
             first = second
-        repeat = max(1, min(job.repeat, int(job.budget / max(first, 1e-9))))
+        number = _calls_per_sample(first, flush_cache)
+        repeat = max(1, min(job.repeat, int(job.budget / max(first * number, 1e-9))))
         # The first run was the warm-up (caches, pages, the thread pool's start); one long
         # enough that those are noise is a timed run too, unless each run starts from cold caches.
         samples = [first] if first >= WARM_ENOUGH and not flush_cache else []
@@ -308,7 +323,7 @@ def _run_built(built: Any, job: Job, reference: Reference | None) -> dict[str, A
                 break  # clearly not the best: its exact time matters less than the search's
             if flush_cache:
                 evict_caches()
-            samples.append(module.time(*timed, repeat=1, warmup=0))
+            samples.append(module.time(*timed, repeat=1, number=number, warmup=0))
         seconds = float(np.median(samples))
     except Exception as error:  # noqa: BLE001 - every failure is a result, never fatal
         return {"error_kind": "run", "error_msg": first_line(error)}
