@@ -17,7 +17,6 @@ import tir
 import tir.codegen.llvm
 import tir.script as T
 import tir.transform
-import tir.transform._common
 from tir.codegen.llvm_numbering import NumberingBuilder
 from tir.target import Target
 
@@ -237,20 +236,8 @@ def unrolled_tile(A: T.Buffer((16, 32), "float32"), B: T.Buffer((16, 32), "float
                     B[vi, vj] = A[vi, vj] * 2.0 + 1.0
 
 
-def replicated_ir(func: tir.PrimFunc) -> str:
-    """LLVM IR of ``func`` lowered with its unroll loops replicated in TIR (the CPU pipeline
-    leaves them to LLVM; the GPU pipeline and other backends replicate them)."""
-    target = Target.parse("llvm")
-    mod = tir.transform._common.as_module(func)
-    for name, run in tir.transform.passes(target):
-        if name == "unroll_loops":
-            run = tir.transform._module_pass(tir.transform.unroll_loops)  # noqa: PLW2901
-        mod = run(mod)
-    return tir.codegen.llvm.codegen_llvm(mod, target)
-
-
 def test_an_unrolled_tile_divides_the_fused_loop_variable_once() -> None:
-    text = replicated_ir(unrolled_tile)
+    text = unoptimized_ir(unrolled_tile)
     verify(text)
     statements = text.count("store float")
     assert statements == 32  # the body was copied: one store per statement

@@ -10,7 +10,7 @@
     plan_allocations           Allocate.storage: "stack" (small, constant) or "heap"
     flatten_buffers            multi-dimensional buffers -> 1-D; attrs["param_shapes"]
     vectorize_loops            vectorized loops -> Ramp / Broadcast vector expressions
-    unroll_loops               unroll loops -> pragma_unroll hints for LLVM (which unrolls them)
+    unroll_loops               small unroll loops of constant extent -> replicated bodies
     lower_parallel             parallel loops -> outlined functions and launch calls
     simplify                   every expression simplified
 
@@ -156,10 +156,11 @@ def passes(target: Target | None = None) -> list[tuple[str, ModulePass]]:
         ("plan_allocations", _module_pass(plan_allocations)),
         ("flatten_buffers", _module_pass(flatten_buffers)),
         ("vectorize_loops", _module_pass(vectorize_loops, target=target)),
-        # LLVM unrolls every unroll loop (a pragma_unroll hint): replicating bodies here made
-        # the passes after this one and the code generator walk every copy, and LLVM copying
-        # them built tuner candidates 10-25% faster with the same machine-code speed.
-        ("unroll_loops", _module_pass(unroll_loops, max_extent=0)),
+        # Replicated here, not left to LLVM's unroller (llvm.loop.unroll.full): LLVM copying
+        # them built candidates 10-25% faster, but a 7 x 2 register tile of ResNet-50's 7x7
+        # layers then ran 1.5-1.65x slower (its registers shuffled and spilled every iteration
+        # of the reduction loop); loops too large to replicate still go to LLVM.
+        ("unroll_loops", _module_pass(unroll_loops)),
     ]
     parallel = _lower_parallel_pass()
     if parallel is not None:
