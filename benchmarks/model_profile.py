@@ -1,0 +1,137 @@
+"""Where a compiled model loses to onnxruntime: kernel time per output shape, side by side.
+
+Our compiled model's kernels (``CompiledModel.profile``: the median of each kernel call) and
+onnxruntime's nodes (its session profiler, the median over the runs after the first) are summed
+per output shape -- the sorted dimensions, so NHWC and NCHW outputs of one layer meet, and a
+fused group (conv + bias + relu + residual add) meets the nodes onnxruntime ran for it -- and
+printed slowest first with the ratio (onnxruntime's time / ours; below 1: we are slower).
+
+    python benchmarks/model_profile.py [--model resnet50] [--database DIR] [--threads 2]
+
+``--model`` is a light model of the onnx wheel (resnet50, densenet121, ...) with random weights,
+or ``bert`` (the encoder of ``model_e2e.py``). Ends with one JSON line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import json
+import os
+import tempfile
+
+import numpy as np
+
+
+def _our_kernels(compiled, feeds, repeat: int) -> dict[tuple[int, ...], float]:  # type: ignore[no-untyped-def]
+    """Seconds per sorted output shape (a kernel's last output tensor)."""
+    tensors = compiled.plan["tensors"]
+    shape_of = {
+        step["group"]: tuple(sorted(int(d) for d in tensors[step["args"][-1]]["shape"]))
+        for step in compiled.plan["steps"]
+        if step["kind"] == "call"
+    }
+    totals: dict[tuple[int, ...], float] = collections.defaultdict(float)
+    for row in compiled.profile(feeds, repeat=repeat):
+        totals[shape_of[row["group"]]] += row["seconds"]
+    return totals
+
+
+def _ort_nodes(model, feeds, threads: int, repeat: int) -> tuple[dict[tuple[int, ...], float], dict[tuple, str]]:  # type: ignore[no-untyped-def]
+    import onnxruntime as ort
+
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = threads
+    options.inter_op_num_threads = 1
+    options.enable_profiling = True
+    with tempfile.TemporaryDirectory(prefix="ort-profile-") as scratch:
+        options.profile_file_prefix = os.path.join(scratch, "profile")
+        session = ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
+        for _ in range(repeat + 1):
+            session.run(None, feeds)
+        with open(session.end_profiling()) as file:
+            events = json.load(file)
+    durations: dict[str, list[float]] = collections.defaultdict(list)
+    shapes: dict[str, tuple[int, ...]] = {}
+    kinds: dict[str, str] = {}
+    for event in events:
+        if event.get("cat") != "Node" or not event["name"].endswith("_kernel_time"):
+            continue
+        node = event["name"][: -len("_kernel_time")]
+        durations[node].append(event["dur"] * 1e-6)
+        outputs = event["args"].get("output_type_shape") or [{}]
+        dims = next(iter(outputs[0].values()), [])
+        shapes[node] = tuple(sorted(int(d) for d in dims))
+        kinds[node] = event["args"].get("op_name", "?")
+    totals: dict[tuple[int, ...], float] = collections.defaultdict(float)
+    ops: dict[tuple, set[str]] = collections.defaultdict(set)
+    for node, seconds in durations.items():
+        totals[shapes[node]] += float(np.median(seconds[1:] or seconds))  # the first run is cold
+        ops[shapes[node]].add(kinds[node])
+    return totals, {shape: "+".join(sorted(names)) for shape, names in ops.items()}
+
+
+def main() -> None:
+    import onnx
+
+    from metasched import model as msm
+    from metasched.model.bert import bert_encoder
+    from metasched.model.testing import light_model_path, randomize_weights
+
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--model", default="resnet50")
+    parser.add_argument("--database", default=None, help="a tuning database (default schedules without)")
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--repeat", type=int, default=10)
+    args = parser.parse_args()
+    rng = np.random.default_rng(0)
+    if args.model == "bert":
+        model = bert_encoder(seq=128, hidden=768, heads=12, layers=2)
+        feeds = {"x": rng.standard_normal((1, 128, 768)).astype(np.float32)}
+        graph = msm.from_onnx(model)
+    else:
+        model = randomize_weights(onnx.load(light_model_path(args.model)))
+        graph = msm.from_onnx(model)
+        shape = (1, 3, 224, 224)
+        feeds = {graph.inputs[0]: rng.standard_normal(shape).astype(np.float32)}
+    compiled = msm.compile(graph, threads=args.threads, database=args.database)
+    ours = _our_kernels(compiled, feeds, args.repeat)
+    theirs, ops = _ort_nodes(model, feeds, args.threads, args.repeat)
+    rows = []
+    for shape in sorted(set(ours) | set(theirs), key=lambda s: -ours.get(s, 0.0)):
+        mine, peer = ours.get(shape, 0.0), theirs.get(shape, 0.0)
+        rows.append(
+            {
+                "output": list(shape),
+                "onnxruntime_ops": ops.get(shape, ""),
+                "ours_ms": round(mine * 1e3, 3),
+                "onnxruntime_ms": round(peer * 1e3, 3),
+                "ratio": round(peer / mine, 3) if mine and peer else None,
+            }
+        )
+    print(f"{args.model}, {args.threads} thread(s), {compiled.report.summary()}")
+    print(f"{'output (sorted dims)':24s} {'ours ms':>9s} {'ort ms':>9s} {'ratio':>6s}  onnxruntime ops")
+    for row in rows:
+        ratio = f"{row['ratio']:6.3f}" if row["ratio"] is not None else "     -"
+        print(
+            f"{str(tuple(row['output'])):24s} {row['ours_ms']:9.3f} {row['onnxruntime_ms']:9.3f} {ratio}  "
+            f"{row['onnxruntime_ops']}"
+        )
+    mine, peer = sum(ours.values()), sum(theirs.values())
+    print(f"{'all kernels':24s} {mine * 1e3:9.3f} {peer * 1e3:9.3f} {peer / mine:6.3f}")
+    print(
+        json.dumps(
+            {
+                "benchmark": "model_profile",
+                "model": args.model,
+                "threads": args.threads,
+                "ours_ms": round(mine * 1e3, 3),
+                "onnxruntime_ms": round(peer * 1e3, 3),
+                "shapes": rows,
+            }
+        )
+    )
+
+
+if __name__ == "__main__":
+    main()
