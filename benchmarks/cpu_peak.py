@@ -20,91 +20,95 @@ import argparse
 import ctypes
 import json
 import time
+from collections.abc import Callable
 
 ACCUMULATORS = 10
 
 
-def _fma_loop() -> str:
-    phis, bodies, finals = [], [], []
-    for i in range(ACCUMULATORS):
-        phis.append(
-            f"  %a{i} = phi <8 x float> [ <float {float(i)!r}, float 1.0, float 1.0, float 1.0, float 1.0, "
-            f"float 1.0, float 1.0, float 1.0>, %entry ], [ %b{i}, %loop ]"
-        )
-        bodies.append(f"  %b{i} = call <8 x float> @llvm.fma.v8f32(<8 x float> %a{i}, <8 x float> %x, <8 x float> %y)")
-        finals.append(i)
-    adds = ["  %s0 = extractelement <8 x float> %b0, i32 0"]
+def _accumulating_loop(
+    declarations: list[str],
+    params: str,
+    setup: list[str],
+    vector: str,
+    lane: str,
+    add: str,
+    first: Callable[[int], str],
+    step: Callable[[int], list[str]],
+) -> str:
+    """LLVM IR of ``@peak(i64 %n, params) -> lane``: ``n`` steps, each updating every
+    accumulator ``%a{i}`` (a ``vector``, first ``first(i)``) into ``%b{i}`` with ``step(i)``; lane
+    0 of the accumulators summed with ``add`` is returned, so no step is dead code."""
+    phis = [f"  %a{i} = phi {vector} [ {first(i)}, %entry ], [ %b{i}, %loop ]" for i in range(ACCUMULATORS)]
+    steps = [line for i in range(ACCUMULATORS) for line in step(i)]
+    sums = [f"  %s0 = extractelement {vector} %b0, i32 0"]
     for i in range(1, ACCUMULATORS):
-        adds.append(f"  %e{i} = extractelement <8 x float> %b{i}, i32 0")
-        adds.append(f"  %s{i} = fadd float %s{i - 1}, %e{i}")
+        sums.append(f"  %e{i} = extractelement {vector} %b{i}, i32 0")
+        sums.append(f"  %s{i} = {add} {lane} %s{i - 1}, %e{i}")
     return "\n".join(
         [
-            "declare <8 x float> @llvm.fma.v8f32(<8 x float>, <8 x float>, <8 x float>)",
-            "define float @peak(i64 %n, float %xs, float %ys) {",
+            *declarations,
+            f"define {lane} @peak(i64 %n, {params}) {{",
             "entry:",
-            "  %xi = insertelement <8 x float> poison, float %xs, i32 0",
-            "  %x = shufflevector <8 x float> %xi, <8 x float> poison, <8 x i32> zeroinitializer",
-            "  %yi = insertelement <8 x float> poison, float %ys, i32 0",
-            "  %y = shufflevector <8 x float> %yi, <8 x float> poison, <8 x i32> zeroinitializer",
+            *setup,
             "  br label %loop",
             "loop:",
             "  %k = phi i64 [ 0, %entry ], [ %k1, %loop ]",
             *phis,
-            *bodies,
+            *steps,
             "  %k1 = add i64 %k, 1",
             "  %more = icmp ult i64 %k1, %n",
             "  br i1 %more, label %loop, label %exit",
             "exit:",
-            *adds,
-            f"  ret float %s{ACCUMULATORS - 1}",
+            *sums,
+            f"  ret {lane} %s{ACCUMULATORS - 1}",
             "}",
         ]
     )
 
 
+def _fma_loop() -> str:
+    return _accumulating_loop(
+        ["declare <8 x float> @llvm.fma.v8f32(<8 x float>, <8 x float>, <8 x float>)"],
+        "float %xs, float %ys",
+        [
+            "  %xi = insertelement <8 x float> poison, float %xs, i32 0",
+            "  %x = shufflevector <8 x float> %xi, <8 x float> poison, <8 x i32> zeroinitializer",
+            "  %yi = insertelement <8 x float> poison, float %ys, i32 0",
+            "  %y = shufflevector <8 x float> %yi, <8 x float> poison, <8 x i32> zeroinitializer",
+        ],
+        "<8 x float>",
+        "float",
+        "fadd",
+        lambda i: f"<float {float(i)!r}, " + ", ".join(["float 1.0"] * 7) + ">",
+        lambda i: [f"  %b{i} = call <8 x float> @llvm.fma.v8f32(<8 x float> %a{i}, <8 x float> %x, <8 x float> %y)"],
+    )
+
+
 def _int8_loop() -> str:
-    phis, bodies = [], []
-    for i in range(ACCUMULATORS):
-        phis.append(
-            f"  %a{i} = phi <8 x i32> [ <i32 {i}, i32 1, i32 2, i32 3, i32 4, i32 5, i32 6, i32 7>, %entry ], "
-            f"[ %b{i}, %loop ]"
-        )
+    return _accumulating_loop(
+        [
+            "declare <16 x i16> @llvm.x86.avx2.pmadd.ub.sw(<32 x i8>, <32 x i8>)",
+            "declare <8 x i32> @llvm.x86.avx2.pmadd.wd(<16 x i16>, <16 x i16>)",
+        ],
+        "i8 %ws",
+        [
+            "  %wi = insertelement <32 x i8> poison, i8 %ws, i32 0",
+            "  %w = shufflevector <32 x i8> %wi, <32 x i8> poison, <32 x i32> zeroinitializer",
+            "  %ones = shufflevector <16 x i16> <i16 1, " + ", ".join(["i16 poison"] * 15) + ">, "
+            "<16 x i16> poison, <16 x i32> zeroinitializer",
+        ],
+        "<8 x i32>",
+        "i32",
+        "add",
+        lambda i: f"<i32 {i}, " + ", ".join(f"i32 {lane}" for lane in range(1, 8)) + ">",
         # The uint8 operand is the accumulator's bytes: each step depends on the last, so no
         # product can be hoisted out of the loop.
-        bodies += [
+        lambda i: [
             f"  %u{i} = bitcast <8 x i32> %a{i} to <32 x i8>",
             f"  %p{i} = call <16 x i16> @llvm.x86.avx2.pmadd.ub.sw(<32 x i8> %u{i}, <32 x i8> %w)",
             f"  %q{i} = call <8 x i32> @llvm.x86.avx2.pmadd.wd(<16 x i16> %p{i}, <16 x i16> %ones)",
             f"  %b{i} = add <8 x i32> %a{i}, %q{i}",
-        ]
-    adds = ["  %s0 = extractelement <8 x i32> %b0, i32 0"]
-    for i in range(1, ACCUMULATORS):
-        adds.append(f"  %e{i} = extractelement <8 x i32> %b{i}, i32 0")
-        adds.append(f"  %s{i} = add i32 %s{i - 1}, %e{i}")
-    return "\n".join(
-        [
-            "declare <16 x i16> @llvm.x86.avx2.pmadd.ub.sw(<32 x i8>, <32 x i8>)",
-            "declare <8 x i32> @llvm.x86.avx2.pmadd.wd(<16 x i16>, <16 x i16>)",
-            "define i32 @peak(i64 %n, i8 %ws) {",
-            "entry:",
-            "  %wi = insertelement <32 x i8> poison, i8 %ws, i32 0",
-            "  %w = shufflevector <32 x i8> %wi, <32 x i8> poison, <32 x i32> zeroinitializer",
-            "  %ones = shufflevector <16 x i16> <i16 1, i16 poison, i16 poison, i16 poison, i16 poison, i16 poison, "
-            "i16 poison, i16 poison, i16 poison, i16 poison, i16 poison, i16 poison, i16 poison, i16 poison, "
-            "i16 poison, i16 poison>, <16 x i16> poison, <16 x i32> zeroinitializer",
-            "  br label %loop",
-            "loop:",
-            "  %k = phi i64 [ 0, %entry ], [ %k1, %loop ]",
-            *phis,
-            *bodies,
-            "  %k1 = add i64 %k, 1",
-            "  %more = icmp ult i64 %k1, %n",
-            "  br i1 %more, label %loop, label %exit",
-            "exit:",
-            *adds,
-            f"  ret i32 %s{ACCUMULATORS - 1}",
-            "}",
-        ]
+        ],
     )
 
 
