@@ -12,12 +12,14 @@ in L1 while every row uses it (GotoBLAS's blocking). Measured on a 2-core Zen 1 
 earlier rule (rows parallel, reductions whole): ResNet-50's kernels 583 -> 392 ms at 1 thread,
 BERT's FFN down-projection 87 -> 41 ms. A sketch that packs an operand into panels counts the
 vector loop's tiles in panels; its register tile may take up to 4 of them (rows x panels).
-Unrolling: the second choice (16). Sampled compute locations: in place. Sketches are tried in order of preference (no inlined padding, then
-packing, then epilogue fused into the tile); the first that replays and verifies wins, and the
+Unrolling: the second choice (16). Sampled compute locations: in place. Sketches are tried in
+order of preference (no inlined padding, then packing, then epilogue fused into the tile, at the
+register tile first); the first that replays and verifies wins, and the
 unscheduled program is returned when none does. Measured on a 2-core Zen 1 with
 ``benchmarks/model_e2e.py`` (zero trials, against onnxruntime): ResNet-50 0.59x -> 0.91x and
 BERT 0.63x -> 1.02x at 2 threads once packed sketches came first with a register tile of
-several panels.
+several panels; ResNet-50 0.895x / 0.898x -> 0.919x / 0.928x (two rounds, side by side) once
+the epilogue ran on the register tile.
 
     fast = default_schedule(func, "llvm")
 """
@@ -26,6 +28,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from metasched.space.analysis import TILED
 from tir.ir import PrimFunc
 from tir.schedule import Trace
 from tir.target import Target
@@ -180,14 +183,24 @@ def _product(values: Any) -> int:
     return total
 
 
-def _preference(sketch: Trace) -> tuple[bool, bool, bool]:
+def _preference(sketch: Trace) -> tuple[bool, bool, bool, bool]:
     """Sorting key, best first: padding kept as its own stage (inlined, its bounds checks land
     in the innermost loop and stop vectorization), then operand packing (the register tile
     reads one contiguous panel slice per reduction step instead of a row of a wide matrix:
     dense 128x3072x768 at 1 thread on a 2-core Zen 1, 15.0 ms packed against 30 ms plain),
-    then the epilogue fused into the tile."""
+    then the epilogue fused into the tile, at the register tile (reductions whole) rather than
+    per cache tile (the tile is stored once, finished, instead of stored and read back)."""
     kinds = {inst.kind for inst in sketch.instructions}
-    return ("compute_inline" in kinds, "transform_layout" not in kinds, "reverse_compute_at" not in kinds)
+    at_registers = any(
+        inst.kind == "annotate" and inst.kwargs.get("ann_key") == TILED and inst.kwargs.get("ann_val") == "SSSRS"
+        for inst in sketch.instructions
+    )
+    return (
+        "compute_inline" in kinds,
+        "transform_layout" not in kinds,
+        "reverse_compute_at" not in kinds,
+        not at_registers,
+    )
 
 
 def default_candidate(func: PrimFunc, target: str | Target = "llvm", space: Any = None) -> Any:

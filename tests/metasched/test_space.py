@@ -15,7 +15,7 @@ import pytest
 import tir
 import tir.script as T
 from metasched.space import PostprocError, SpaceGenerator, default_postprocs, default_rules
-from metasched.space.analysis import block_info
+from metasched.space.analysis import block_info, vars_of
 from metasched.space.rules.add_rfactor import AddRFactor
 from metasched.space.rules.auto_inline import AutoInline
 from metasched.space.rules.multi_level_tiling import MultiLevelTiling
@@ -358,6 +358,35 @@ def test_dense_epilogue_fused_at_tile() -> None:
     dense = sch.index.blocks["dense"]
     shared = set(map(id, sch.index.loops_above(bias))) & set(map(id, sch.index.loops_above(dense)))
     assert shared  # the epilogue runs inside the dense's tile loops
+
+
+def test_dense_epilogue_at_register_tile() -> None:
+    """The "SSSRS" sketch: the reduction loop whole, under every spatial tile loop but the
+    register tile's, and the epilogue computed right after it, on that register tile."""
+    sketches = SpaceGenerator().generate(dense_bias_relu, TARGET)
+    at_registers = [
+        s
+        for s in sketches
+        if any(inst.kind == "annotate" and inst.kwargs.get("ann_val") == "SSSRS" for inst in s.instructions)
+    ]
+    assert at_registers
+    for seed in range(4):
+        sch = _sample(dense_bias_relu, at_registers[seed % len(at_registers)], seed)
+        dense = sch.index.blocks["dense"]
+        dense_loops = sch.index.loops_above(dense)
+        (k_binding,) = [v for v, iv in zip(dense.iter_values, dense.block.iter_vars) if iv.kind.name == "REDUCE"]
+        (reduction,) = [loop for loop in dense_loops if loop.loop_var in vars_of(k_binding)]
+        assert reduction.extent.value == 32  # type: ignore[union-attr]  # whole, not split
+        (epilogue,) = [name for name in sch.index.blocks if name in ("bias", "relu")]  # one, the other inlined
+        epilogue_loops = set(map(id, sch.index.loops_above(sch.index.blocks[epilogue])))
+        # Every loop above the reduction loop encloses the epilogue too; none below it does.
+        position = next(i for i, loop in enumerate(dense_loops) if loop is reduction)
+        assert all(id(loop) in epilogue_loops for loop in dense_loops[:position])
+        assert not any(id(loop) in epilogue_loops for loop in dense_loops[position:])
+        inputs = _arguments(dense_bias_relu, np.random.default_rng(seed))
+        np.testing.assert_allclose(
+            _outputs(sch.func, inputs)[-1], _outputs(dense_bias_relu, inputs)[-1], rtol=1e-5, atol=1e-5
+        )
 
 
 def _panel_width() -> int:
