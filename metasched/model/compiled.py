@@ -159,7 +159,8 @@ def compile(  # noqa: A001 - the public name the design gives it
         for step in steps
     ]
     report.build_seconds = time.perf_counter() - t0
-    plan = _plan(graph, steps, constants)
+    built = {name: originals[name] if name in fallen else kernels[name] for name in kernels}
+    plan = _plan(graph, steps, constants, _in_place(graph, steps, built, constants))
     plan["symbolic"] = dict(graph.symbolic)
     plan["functions"] = {name: len(f.params) for name, f in kernels.items()}
     for name in fallen:
@@ -319,10 +320,68 @@ def _build_library(
     return str(path), fallen
 
 
-def _plan(graph: Any, steps: list[dict[str, Any]], known: Mapping[str, np.ndarray]) -> dict[str, Any]:
+def _reads_and_writes(step: dict[str, Any]) -> tuple[list[str], list[str]]:
+    if step["kind"] != "call":
+        return [step["src"]], [step["dst"]]
+    count = step.get("outputs", 1)
+    return step["args"][: len(step["args"]) - count], step["args"][len(step["args"]) - count :]
+
+
+def _in_place(
+    graph: Any, steps: list[dict[str, Any]], funcs: Mapping[str, Any], known: Mapping[str, np.ndarray]
+) -> dict[str, str]:
+    """Outputs to write over an input of the same call: ``{output: input}`` where the kernel
+    allows it (``tir.analysis.in_place_pairs``: a residual add's epilogue reads and writes
+    each element once, at one index) and nothing reads the input, or a view of it, afterwards."""
+    from tir.analysis import in_place_pairs
+
+    views: dict[str, str] = {}
+
+    def group(name: str) -> str:  # the value a view shows, through views of views
+        while name in views:
+            name = views[name]
+        return name
+
+    last: dict[str, int] = {}
+    for index, step in enumerate(steps):
+        for name in _reads_and_writes(step)[0]:
+            last[group(name)] = index
+        if step["kind"] == "view":
+            views[step["dst"]] = step["src"]
+    for name in graph.outputs:
+        last[group(name)] = len(steps)
+    chosen: dict[str, str] = {}
+    for index, step in enumerate(steps):
+        if step["kind"] != "call":
+            continue
+        reads = _reads_and_writes(step)[0]
+        for source_slot, output_slot in in_place_pairs(funcs[step["func"]]):
+            source, output = step["args"][source_slot], step["args"][output_slot]
+            value = group(source)
+            if (
+                source_slot >= len(reads)  # another output of the call
+                or output in chosen
+                or last.get(value) != index  # read later
+                or value in graph.inputs  # the caller's array
+                or value in known
+                or output in graph.outputs
+                or sum(group(name) == value for name in reads) != 1  # also passed as another argument
+                or graph.infos[source].shape != graph.infos[output].shape
+                or graph.infos[source].dtype != graph.infos[output].dtype
+            ):
+                continue
+            chosen[output] = source
+            break
+    return chosen
+
+
+def _plan(
+    graph: Any, steps: list[dict[str, Any]], known: Mapping[str, np.ndarray], in_place: Mapping[str, str] | None = None
+) -> dict[str, Any]:
     """Where every value lives: inputs (the caller's arrays), constants, or the arena (offsets
     from lifetimes: a value's bytes are reused once its last reader has run); views alias.
-    ``known``: the constants by name (the graph's and the packed weights). Symbolic shapes are
+    ``known``: the constants by name (the graph's and the packed weights); ``in_place``: outputs
+    that take the memory of an input (``_in_place``), aliases like views. Symbolic shapes are
     saved as ``symbolic.to_json`` trees; offsets are for the
     representative sizes (``_layout`` places the arena again for the sizes of each run)."""
     from metasched.model.symbolic import to_json
@@ -342,9 +401,7 @@ def _plan(graph: Any, steps: list[dict[str, Any]], known: Mapping[str, np.ndarra
         return name
 
     for index, step in enumerate(steps):
-        count = step.get("outputs", 1)
-        reads = step["args"][: len(step["args"]) - count] if step["kind"] == "call" else [step["src"]]
-        writes = step["args"][len(step["args"]) - count :] if step["kind"] == "call" else [step["dst"]]
+        reads, writes = _reads_and_writes(step)
         for name in reads:
             if name in known and name not in tensors:
                 value = known[name]
@@ -353,13 +410,13 @@ def _plan(graph: Any, steps: list[dict[str, Any]], known: Mapping[str, np.ndarra
             last[root(name)] = index
         for name in writes:
             info = graph.infos[name]
-            if step["kind"] == "view":
-                base[name] = step["src"]
+            if step["kind"] == "view" or name in (in_place or {}):
+                base[name] = step["src"] if step["kind"] == "view" else in_place[name]  # type: ignore[index]
                 tensors[name] = {
                     "shape": [to_json(d) for d in info.shape],
                     "dtype": info.dtype,
                     "storage": "alias",
-                    "base": root(step["src"]),
+                    "base": root(base[name]),
                 }
                 last[root(name)] = index
             else:
