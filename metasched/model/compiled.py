@@ -433,6 +433,8 @@ def _plan(
         if tensor["storage"] == "arena":
             tensor["first"], tensor["last"] = first[name], last.get(name, first[name])
     offsets, arena_bytes, intermediate_bytes = _layout(tensors, dict(graph.symbolic))
+    # An output written over its input is an intermediate of its own, in borrowed memory.
+    intermediate_bytes += sum(_nbytes(tensors[name], dict(graph.symbolic)) for name in in_place or {})
     for name, offset in offsets.items():
         tensors[name]["offset"] = offset
     return {

@@ -51,6 +51,11 @@ def test_residual_add_writes_over_a_residual_read_nowhere_else() -> None:
     }
     (output,) = in_place
     assert output in _aliases(compiled)  # the residual add's output shares the residual's memory
+    # ... and still counts among the intermediates the arena is compared with.
+    tensors = compiled.plan["tensors"]
+    written = {step["args"][-1] for step in compiled.plan["steps"] if step["kind"] == "call"}
+    nbytes = sum(int(np.prod(tensors[name]["shape"])) * 4 for name in written)
+    assert compiled.plan["intermediate_bytes"] == nbytes
 
 
 def test_residual_read_later_keeps_its_memory() -> None:
