@@ -285,7 +285,9 @@ def _with_packed_weights(
     missing = [by_param[name] for name in hoisted.split.inputs if by_param[name] not in constants]
     if missing:  # cannot happen: only constants are layout-free (fuse.lower_group)
         raise ValueError(f"{step['group']}: {missing[0]!r} is packed once but is not a constant of the model")
-    packed = run_prepack(prepack, hoisted.split, {name: constants[by_param[name]] for name in hoisted.split.inputs})
+    # A folded constant can be a strided view (a transposed weight); the packing reads it row-major.
+    weights = {name: np.ascontiguousarray(constants[by_param[name]]) for name in hoisted.split.inputs}
+    packed = run_prepack(prepack, hoisted.split, weights)
     for name, array in packed.items():
         by_param[name] = f"{step['group']}:{name}"
         constants[by_param[name]] = array

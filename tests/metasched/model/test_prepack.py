@@ -59,3 +59,22 @@ def test_constants_are_layout_free_and_packed_weights_are_made_at_compile_time(t
     assert_close(compiled.run({"x": x})["y"], want)
     reloaded = msm.load(compiled.save(tmp_path / "saved"))
     assert_close(reloaded.run({"x": x})["y"], want)
+
+
+def test_a_transposed_constant_is_packed_in_its_logical_order(tmp_path) -> None:  # noqa: ANN001
+    """A Transpose of an initializer folds into a transposed view; the packing must read it as
+    the task sees it, not in the view's memory order (pytorch's Linear without bias)."""
+    rng = np.random.default_rng(0)
+    weights = {"W": rng.standard_normal((48, 64)).astype("float32")}
+    nodes = [helper.make_node("Transpose", ["W"], ["Wt"]), helper.make_node("MatMul", ["x", "Wt"], ["y"])]
+    model = make_model(nodes, {"x": np.zeros((8, 64), "float32")}, ["y"], weights)
+    graph = msm.from_onnx(model)
+    target = Target.parse("llvm").text
+    database = Database(tmp_path / "db")
+    for task in msm.extract_tasks(graph):
+        database.commit_workload(task.func)
+        database.commit_record(TuningRecord(workload_hash(task.func), target, _packing_trace(task.func), 1e-3))
+    compiled = msm.compile(graph, database=database, threads=1)
+    assert any(":" in name for name in compiled.plan["constants"])  # the weight was packed at compile time
+    x = rng.standard_normal((8, 64)).astype("float32")
+    assert_close(compiled.run({"x": x})["y"], ort_run(model, {"x": x})["y"])
