@@ -162,9 +162,7 @@ def compile(  # noqa: A001 - the public name the design gives it
     built = {name: originals[name] if name in fallen else kernels[name] for name in kernels}
     plan = _plan(graph, steps, constants, _in_place(graph, steps, built, constants))
     plan["symbolic"] = dict(graph.symbolic)
-    plan["functions"] = {name: len(f.params) for name, f in kernels.items()}
-    for name in fallen:
-        plan["functions"][name] = len(originals[name].params)
+    plan["functions"] = {name: len(f.params) for name, f in built.items()}
     model = CompiledModel(plan, {k: constants[k] for k in plan["constants"]}, library, threads)
     report.arena_bytes = plan["arena_bytes"]
     report.intermediate_bytes = plan["intermediate_bytes"]
@@ -322,6 +320,13 @@ def _build_library(
     return str(path), fallen
 
 
+def _root(name: str, bases: Mapping[str, str]) -> str:
+    """The value ``name`` shares memory with, through aliases of aliases."""
+    while name in bases:
+        name = bases[name]
+    return name
+
+
 def _reads_and_writes(step: dict[str, Any]) -> tuple[list[str], list[str]]:
     if step["kind"] != "call":
         return [step["src"]], [step["dst"]]
@@ -340,9 +345,7 @@ def _in_place(
     views: dict[str, str] = {}
 
     def group(name: str) -> str:  # the value a view shows, through views of views
-        while name in views:
-            name = views[name]
-        return name
+        return _root(name, views)
 
     last: dict[str, int] = {}
     for index, step in enumerate(steps):
@@ -388,6 +391,7 @@ def _plan(
     representative sizes (``_layout`` places the arena again for the sizes of each run)."""
     from metasched.model.symbolic import to_json
 
+    in_place = in_place or {}
     tensors: dict[str, dict[str, Any]] = {}
     for name in graph.inputs:
         info = graph.infos[name]
@@ -398,9 +402,7 @@ def _plan(
     last: dict[str, int] = {}
 
     def root(name: str) -> str:
-        while name in base:
-            name = base[name]
-        return name
+        return _root(name, base)
 
     for index, step in enumerate(steps):
         reads, writes = _reads_and_writes(step)
@@ -412,8 +414,8 @@ def _plan(
             last[root(name)] = index
         for name in writes:
             info = graph.infos[name]
-            if step["kind"] == "view" or name in (in_place or {}):
-                base[name] = step["src"] if step["kind"] == "view" else in_place[name]  # type: ignore[index]
+            if step["kind"] == "view" or name in in_place:
+                base[name] = step["src"] if step["kind"] == "view" else in_place[name]
                 tensors[name] = {
                     "shape": [to_json(d) for d in info.shape],
                     "dtype": info.dtype,
@@ -436,7 +438,7 @@ def _plan(
             tensor["first"], tensor["last"] = first[name], last.get(name, first[name])
     offsets, arena_bytes, intermediate_bytes = _layout(tensors, dict(graph.symbolic))
     # An output written over its input is an intermediate of its own, in borrowed memory.
-    intermediate_bytes += sum(_nbytes(tensors[name], dict(graph.symbolic)) for name in in_place or {})
+    intermediate_bytes += sum(_nbytes(tensors[name], dict(graph.symbolic)) for name in in_place)
     for name, offset in offsets.items():
         tensors[name]["offset"] = offset
     return {

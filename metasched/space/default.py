@@ -29,6 +29,7 @@ from __future__ import annotations
 from typing import Any
 
 from metasched.space.analysis import TILED
+from metasched.space.rules.multi_level_tiling import EPILOGUE_AT_REGISTERS_STRUCTURE
 from tir.ir import PrimFunc
 from tir.schedule import Trace
 from tir.target import Target
@@ -192,7 +193,9 @@ def _preference(sketch: Trace) -> tuple[bool, bool, bool, bool]:
     per cache tile (the tile is stored once, finished, instead of stored and read back)."""
     kinds = {inst.kind for inst in sketch.instructions}
     at_registers = any(
-        inst.kind == "annotate" and inst.kwargs.get("ann_key") == TILED and inst.kwargs.get("ann_val") == "SSSRS"
+        inst.kind == "annotate"
+        and inst.kwargs.get("ann_key") == TILED
+        and inst.kwargs.get("ann_val") == EPILOGUE_AT_REGISTERS_STRUCTURE
         for inst in sketch.instructions
     )
     return (

@@ -94,12 +94,13 @@ def _is_one(extent: Any) -> bool:
     return isinstance(extent, IntImm) and extent.value == 1
 
 
-def _iterations(loops: list[For]) -> int | None:
+def _product(extents: list[Any]) -> int | None:
+    """The product of constant extents; None when one is not a constant."""
     total = 1
-    for loop in loops:
-        if not isinstance(loop.extent, IntImm):
+    for extent in extents:
+        if not isinstance(extent, IntImm):
             return None
-        total *= loop.extent.value
+        total *= extent.value
     return total
 
 
@@ -111,12 +112,8 @@ def _runs_once_per_element(block: Block, indices: tuple[Any, ...], loops: list[F
     variables = [iv.var for iv in block.iter_vars]
     if not all(isinstance(i, Var) for i in indices) or {id(i) for i in indices} != {id(v) for v in variables}:
         return False
-    domain = 1
-    for iv in block.iter_vars:
-        if not isinstance(iv.dom.extent, IntImm):
-            return False
-        domain *= iv.dom.extent.value
-    return _iterations(loops) == domain
+    domain = _product([iv.dom.extent for iv in block.iter_vars])
+    return domain is not None and _product([loop.extent for loop in loops]) == domain
 
 
 def in_place_pairs(func: PrimFunc) -> list[tuple[int, int]]:
@@ -133,6 +130,9 @@ def in_place_pairs(func: PrimFunc) -> list[tuple[int, int]]:
         ((block, indices),) = written.stores
         if block is None or not _runs_once_per_element(block, indices, collector.loops_above.get(id(block), [])):
             continue
+        # An iterator of extent 1 is its minimum (a batch of one: ``R[0, i]`` next to ``Y[n, i]``).
+        fixed = {iv.var: iv.dom.min for iv in block.iter_vars if _is_one(iv.dom.extent)}
+        store_at = [substitute(e, fixed) for e in indices]
         for in_pos, source in buffers:
             if source is out or source.dtype != out.dtype or len(source.shape) != len(out.shape):
                 continue
@@ -141,9 +141,6 @@ def in_place_pairs(func: PrimFunc) -> list[tuple[int, int]]:
             read = collector.accesses[id(source)]
             if read.opaque or read.stores or not read.loads:
                 continue
-            # An iterator of extent 1 is its minimum (a batch of one: ``R[0, i]`` next to ``Y[n, i]``).
-            fixed = {iv.var: iv.dom.min for iv in block.iter_vars if _is_one(iv.dom.extent)}
-            store_at = [substitute(e, fixed) for e in indices]
             if all(
                 reader is block and all(structural_equal(substitute(a, fixed), b) for a, b in zip(at, store_at))
                 for reader, at in read.loads

@@ -44,10 +44,12 @@ from tir.schedule import Schedule
 from tir.schedule.handles import BlockRV, LoopRV
 from tir.target import Target
 
-__all__ = ["EPILOGUE_AT_REGISTERS", "MultiLevelTiling", "PackChoice"]
+__all__ = ["EPILOGUE_AT_REGISTERS", "EPILOGUE_AT_REGISTERS_STRUCTURE", "MultiLevelTiling", "PackChoice"]
 
 #: The ``level`` of an epilogue computed per register tile, under whole reduction loops.
 EPILOGUE_AT_REGISTERS = 3
+#: The tiling structure (the ``TILED`` annotation) of that sketch.
+EPILOGUE_AT_REGISTERS_STRUCTURE = "SSSRS"
 
 
 @dataclass(frozen=True)
@@ -185,8 +187,9 @@ class MultiLevelTiling(SketchRule):
     def tile(self, sch: Schedule, block: BlockRV, level: int | None = None) -> None:
         """Tile ``block`` (iterators bound 1:1 to a perfect loop nest) "SSRSRS" without packing;
         ``level`` 1 or 2: an output cache (or the only injective consumer) at that tile level;
-        ``EPILOGUE_AT_REGISTERS``: the only injective consumer per register tile. Other rules tile a block they made this way (the multi-level tiling with an intrinsic
-        tiles the loops outside the intrinsic)."""
+        ``EPILOGUE_AT_REGISTERS``: the only injective consumer per register tile. Other rules
+        tile a block they made this way (the multi-level tiling with an intrinsic tiles the
+        loops outside the intrinsic)."""
         info = block_info(sch, block)
         self._tile(sch, block, info, None, level, level is not None and self._fusible_consumer(sch, info))
 
@@ -236,7 +239,7 @@ class MultiLevelTiling(SketchRule):
         order += [t[3] for t in spatial_tiles]
         order += [t[4] for t in spatial_tiles if len(t) > 4]  # a packed loop's lanes
         sch.reorder(*order)
-        sch.annotate(block, TILED, "SSSRS" if at_registers else self.structure)
+        sch.annotate(block, TILED, EPILOGUE_AT_REGISTERS_STRUCTURE if at_registers else self.structure)
         if level is not None:
             anchor = spatial_tiles[-1][level - 1]
             if fuse_consumer:
