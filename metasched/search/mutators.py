@@ -8,7 +8,9 @@ the sampling primitive and the mutant dropped.
 - ``MutateTileSize``: move a prime factor between two tile sizes of one ``sample_perfect_tile``
   (the product stays the loop's extent; the innermost stays within its bound).
 - ``MutateCategorical``: another choice of a ``sample_categorical`` (unroll depth, parallel
-  extent, vector width, ...).
+  extent, vector width, a register tile's size, ...); the decisions of sampling instructions
+  that act on what the changed value shaped (the tiles of a loop split by it) are sampled
+  afresh, as their old ones were made for another loop.
 - ``MutateComputeLocation``: resample a ``sample_compute_location`` (its valid choices depend on
   the program before it, so replay samples among them).
 """
@@ -82,7 +84,30 @@ class MutateCategorical(Mutator):
         pos = rng.choice(options)
         count = len(sketch.instructions[pos].args[0])
         choices = [i for i in range(count) if i != decisions.get(pos)]
-        return {**decisions, pos: rng.choice(choices)}
+        resampled = {later: None for later in _dependent_samples(sketch, pos)}
+        return {**decisions, **resampled, pos: rng.choice(choices)}
+
+
+def _handles(value: Any) -> list[Any]:
+    if isinstance(value, (list, tuple)):
+        return [handle for item in value for handle in _handles(item)]
+    return [value] if hasattr(value, "rv_name") else []
+
+
+def _dependent_samples(sketch: Trace, pos: int) -> list[int]:
+    """Positions of the sampling instructions after ``pos`` that take, directly or through the
+    instructions between, a handle made from the value sampled at ``pos``."""
+    derived = {handle.rv_name for handle in sketch.instructions[pos].outputs}
+    found = []
+    for later in range(pos + 1, len(sketch.instructions)):
+        inst = sketch.instructions[later]
+        inputs = {handle.rv_name for handle in _handles(list(inst.args)) + _handles(list(inst.kwargs.values()))}
+        if not inputs & derived:
+            continue
+        derived |= {handle.rv_name for handle in inst.outputs}
+        if inst.kind.startswith("sample_"):
+            found.append(later)
+    return found
 
 
 class MutateComputeLocation(Mutator):

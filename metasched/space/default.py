@@ -26,10 +26,11 @@ the epilogue ran on the register tile.
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 from metasched.space.analysis import TILED
-from metasched.space.rules.multi_level_tiling import EPILOGUE_AT_REGISTERS_STRUCTURE
+from metasched.space.rules.multi_level_tiling import EPILOGUE_AT_REGISTERS_STRUCTURE, TAIL_SUFFIX, MultiLevelTiling
 from tir.ir import PrimFunc
 from tir.schedule import Trace
 from tir.target import Target
@@ -184,26 +185,40 @@ def _product(values: Any) -> int:
     return total
 
 
-def _preference(sketch: Trace) -> tuple[bool, bool, bool, bool]:
+def _preference(sketch: Trace) -> tuple[bool, bool, bool, bool, bool]:
     """Sorting key, best first: padding kept as its own stage (inlined, its bounds checks land
     in the innermost loop and stop vectorization), then operand packing (the register tile
     reads one contiguous panel slice per reduction step instead of a row of a wide matrix:
     dense 128x3072x768 at 1 thread on a 2-core Zen 1, 15.0 ms packed against 30 ms plain),
     then the epilogue fused into the tile, at the register tile (reductions whole) rather than
-    per cache tile (the tile is stored once, finished, instead of stored and read back)."""
+    per cache tile (the tile is stored once, finished, instead of stored and read back); a
+    register tile that leaves a partial last tile (its size is the tuner's to find) last."""
     kinds = {inst.kind for inst in sketch.instructions}
-    at_registers = any(
-        inst.kind == "annotate"
-        and inst.kwargs.get("ann_key") == TILED
-        and inst.kwargs.get("ann_val") == EPILOGUE_AT_REGISTERS_STRUCTURE
+    structures = [
+        str(inst.kwargs.get("ann_val"))
         for inst in sketch.instructions
-    )
+        if inst.kind == "annotate" and inst.kwargs.get("ann_key") == TILED
+    ]
     return (
         "compute_inline" in kinds,
         "transform_layout" not in kinds,
         "reverse_compute_at" not in kinds,
-        not at_registers,
+        EPILOGUE_AT_REGISTERS_STRUCTURE not in structures,
+        any(structure.endswith(TAIL_SUFFIX) for structure in structures),
     )
+
+
+def _rules_without_tails(target: str) -> list[Any]:
+    """The default rules, the tiling's tail sketches left out: they rank last (``_preference``
+    never prefers them), so generating them would only slow every default schedule down."""
+    from metasched.space.rules import default_rules
+
+    rules = default_rules(target)
+    for index, rule in enumerate(rules):
+        if isinstance(rule, MultiLevelTiling) and rule.tails:
+            rules[index] = copy.copy(rule)
+            rules[index].tails = False
+    return rules
 
 
 def default_candidate(func: PrimFunc, target: str | Target = "llvm", space: Any = None) -> Any:
@@ -213,8 +228,8 @@ def default_candidate(func: PrimFunc, target: str | Target = "llvm", space: Any 
     from metasched.search.candidate import make_candidate
     from metasched.space.generator import SpaceGenerator
 
-    space = space or SpaceGenerator()
     target_text = Target.parse(target).text
+    space = space or SpaceGenerator(rules=_rules_without_tails(target_text))
     try:
         sketches = space.generate(func, target_text)
     except Exception:  # noqa: BLE001 - a rule that refuses this program: run it unscheduled rather than fail

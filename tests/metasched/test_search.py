@@ -130,6 +130,30 @@ def test_tile_mutator_keeps_the_product_and_the_innermost_bound() -> None:
     assert categorical is not None and categorical != decisions
 
 
+def test_categorical_mutation_resamples_the_tiles_of_a_loop_it_split() -> None:
+    """A register tile of 3 or 5 rows (sample_categorical) splits i; the tiles of what is left
+    were sampled for that loop, so changing the tile resamples them (and only them): every
+    mutant replays."""
+    sch = Schedule(matmul, seed=0)
+    block = sch.get_block("C")
+    i, j, k = sch.get_loops(block)
+    rows = sch.sample_categorical([3, 5], [1, 1])
+    i_rest, i_tile = sch.split(i, [None, rows])
+    i0, i1 = sch.split(i_rest, sch.sample_perfect_tile(i_rest, 2, 16))
+    j0, j1 = sch.split(j, sch.sample_perfect_tile(j, 2, 16))
+    sch.reorder(i0, j0, i1, k, i_tile, j1)
+    sketch = sch.trace
+    categorical, i_tiles, j_tiles = sampling_positions(sketch)
+    rng = random.Random(0)
+    for seed in range(6):
+        decisions = make_candidate(matmul, sketch, 0, None, [], seed=seed).decisions
+        mutated = MutateCategorical().mutate(sketch, decisions, rng)
+        assert mutated is not None and mutated[categorical] != decisions[categorical]
+        assert mutated[i_tiles] is None and mutated[j_tiles] == decisions[j_tiles]
+        replayed = make_candidate(matmul, sketch, 0, mutated, [], seed=seed)
+        assert np.prod(replayed.decisions[i_tiles]) == -(-64 // [3, 5][mutated[categorical]])
+
+
 def _loops(func: tir.PrimFunc) -> list[tir.For]:
     found: list[tir.For] = []
     node = func.body.block.body

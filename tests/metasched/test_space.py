@@ -18,7 +18,7 @@ from metasched.space import PostprocError, SpaceGenerator, default_postprocs, de
 from metasched.space.analysis import block_info, vars_of
 from metasched.space.rules.add_rfactor import AddRFactor
 from metasched.space.rules.auto_inline import AutoInline
-from metasched.space.rules.multi_level_tiling import MultiLevelTiling
+from metasched.space.rules.multi_level_tiling import TAIL_FACTORS, TAIL_SUFFIX, MultiLevelTiling
 from tir.analysis import verify
 from tir.ir import ForKind
 from tir.schedule import Schedule, ScheduleError, Trace
@@ -389,6 +389,62 @@ def test_dense_epilogue_at_register_tile() -> None:
         )
 
 
+def _tail_sketches(func: tir.PrimFunc) -> list[Trace]:
+    return [
+        s
+        for s in SpaceGenerator().generate(func, TARGET)
+        if any(
+            inst.kind == "annotate" and str(inst.kwargs.get("ann_val", "")).endswith(TAIL_SUFFIX)
+            for inst in s.instructions
+        )
+    ]
+
+
+def _guarded_stores(stmt: object, guarded: bool = False) -> list[bool]:
+    """For each store of a lowered program, whether an ``if`` encloses it."""
+    from tir.ir import BufferStore, IfThenElse, Node
+
+    if isinstance(stmt, BufferStore):
+        return [guarded]
+    if isinstance(stmt, IfThenElse):
+        found = _guarded_stores(stmt.then_case, True)
+        return found + (_guarded_stores(stmt.else_case, True) if stmt.else_case is not None else [])
+    found = []
+    if isinstance(stmt, Node):
+        for name in type(stmt).child_fields():
+            value = getattr(stmt, name)
+            for item in value if isinstance(value, (list, tuple)) else (value,):
+                found += _guarded_stores(item, guarded)
+    return found
+
+
+@pytest.mark.parametrize("name", ["conv2d_nhwc", "dense_bias_relu"])
+def test_register_tiles_that_do_not_divide_the_pixels(name: str) -> None:
+    """Tail sketches: the pixels (64 of the conv, 16 rows of the dense) in register tiles of a
+    sampled size that leaves a partial last tile (3, 5 or 6); outputs equal the unscheduled
+    program's, and once lowered the full tiles store unguarded (partition_tails)."""
+    from tir.transform import lower
+
+    func = WORKLOADS[name]
+    sketches = _tail_sketches(func)
+    assert sketches
+    inputs = _arguments(func, np.random.default_rng(0))
+    want = _outputs(func, inputs)[-1]
+    for seed in range(6):
+        sketch = sketches[seed % len(sketches)]
+        sch = _sample(func, sketch, seed)
+        (factor,) = [
+            inst.args[0][inst.decision]
+            for inst in sch.trace.instructions
+            if inst.kind == "sample_categorical" and set(inst.args[0]) <= set(TAIL_FACTORS)
+        ]
+        assert factor in (3, 5, 6)  # divides neither 64 pixels nor 16 rows
+        np.testing.assert_allclose(_outputs(sch.func, inputs)[-1], want, rtol=1e-5, atol=1e-5)
+        lowered = lower(sch.func, TARGET)
+        stores = [g for f in lowered.functions.values() for g in _guarded_stores(f.body)]
+        assert False in stores, f"every store of seed {seed} is still guarded (factor {factor})"
+
+
 def _panel_width() -> int:
     """One float32 vector of the host (16 lanes with AVX-512, else 8): the packing rule's panel."""
     from metasched.space.default import _vector_lanes
@@ -467,7 +523,7 @@ def test_packing_copy_runs_in_panel_order_and_is_vectorized() -> None:
 
 def test_packing_per_tile_option() -> None:
     rules = [
-        MultiLevelTiling(TARGET, pack_levels=(2,)) if isinstance(rule, MultiLevelTiling) else rule
+        MultiLevelTiling(TARGET, pack_levels=(2,), tails=False) if isinstance(rule, MultiLevelTiling) else rule
         for rule in default_rules(TARGET)
     ]
     space = SpaceGenerator(rules=rules)

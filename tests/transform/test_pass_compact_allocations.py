@@ -65,9 +65,19 @@ def test_value_carried_between_iterations_keeps_allocation_outside() -> None:
 
 
 def test_boundary_tile_shrinks_to_bounded_extent() -> None:
-    compacted = _compact(PROGRAMS["tiled_boundary"][0])
+    """Guarded (the tail not cut off by partition_tails): the guard's bound caps the tile at 4."""
+    from tir.transform import convert_blocks_to_loops, lower_init
+
+    compacted = compact_allocations(convert_blocks_to_loops(lower_init(PROGRAMS["tiled_boundary"][0])))
     assert _enclosing_loops(compacted, "local") == ["io"]
     assert _allocation(compacted, "local").buffer.const_shape() == (4,)
+
+
+def test_a_cut_off_tail_tile_shrinks_to_what_it_touches() -> None:
+    """In the pipeline, partition_tails cuts the last tile off: 4 elements for full tiles, 2 for it."""
+    compacted = _compact(PROGRAMS["tiled_boundary"][0])
+    shapes = [n.buffer.const_shape() for n in nodes_of(compacted.body) if isinstance(n, Allocate)]
+    assert shapes == [(4,), (2,)]
 
 
 SHARED_ACROSS_ITERATIONS = """

@@ -6,6 +6,8 @@
     lower_init                 T.init -> `if <reduce iterators at their min>: init`
     convert_blocks_to_loops    blocks disappear: bindings substituted, predicates -> if,
                                alloc_buffer -> Allocate, match_buffer views -> source accesses
+    partition_tails            a loop whose last iterations alone fail an if is cut in two:
+                               the first part without the test (imperfect tiles run unguarded)
     compact_allocations        each Allocate moves down to where its uses are, and shrinks
     plan_allocations           Allocate.storage: "stack" (small, constant) or "heap"
     flatten_buffers            multi-dimensional buffers -> 1-D; attrs["param_shapes"]
@@ -50,6 +52,7 @@ from tir.transform.flatten_buffers import flatten_buffers
 from tir.transform.insert_syncthreads import insert_syncthreads
 from tir.transform.lower_cross_thread_reduction import lower_cross_thread_reduction
 from tir.transform.lower_init import lower_init
+from tir.transform.partition_tails import partition_tails
 from tir.transform.plan_allocations import plan_allocations
 from tir.transform.simplify import simplify
 from tir.transform.split_host_device import split_host_device
@@ -72,6 +75,7 @@ __all__ = [
     "insert_syncthreads",
     "lower",
     "lower_init",
+    "partition_tails",
     "passes",
     "plan_allocations",
     "simplify",
@@ -86,6 +90,7 @@ PASS_NAMES = (
     "bind_shape_vars",
     "lower_init",
     "convert_blocks_to_loops",
+    "partition_tails",
     "compact_allocations",
     "plan_allocations",
     "flatten_buffers",
@@ -152,6 +157,7 @@ def passes(target: Target | None = None) -> list[tuple[str, ModulePass]]:
         ("bind_shape_vars", _module_pass(bind_shape_vars)),
         ("lower_init", _module_pass(lower_init)),
         ("convert_blocks_to_loops", _module_pass(convert_blocks_to_loops)),
+        ("partition_tails", _module_pass(partition_tails)),
         ("compact_allocations", _module_pass(compact_allocations)),
         ("plan_allocations", _module_pass(plan_allocations)),
         ("flatten_buffers", _module_pass(flatten_buffers)),

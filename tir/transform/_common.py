@@ -14,9 +14,13 @@ from tir.ir import (
     Cast,
     DataType,
     Evaluate,
+    For,
     IntImm,
     IRModule,
+    IRMutator,
     IRVisitor,
+    Let,
+    LetStmt,
     Node,
     PrimExpr,
     PrimFunc,
@@ -141,3 +145,65 @@ def vars_in(node: Node) -> set[Var]:
 def uses_var(node: Node, var: Var) -> bool:
     """Whether ``node`` uses ``var``."""
     return var in vars_in(node)
+
+
+class FreshDefinitions(IRMutator):
+    """A copy of a statement whose loop variables, let variables and allocations are new objects.
+
+    Copies of a body (an unrolled loop's, a partitioned loop's) then define each variable and
+    buffer once, as every other statement of a lowered program does.
+    """
+
+    def __init__(self) -> None:
+        self.vars: dict[Var, Var] = {}
+        self.buffers: dict[Buffer, Buffer] = {}
+
+    def visit_Var(self, var: Var) -> Var:
+        return self.vars.get(var, var)
+
+    def visit_Buffer(self, buffer: Buffer) -> Buffer:
+        return self.buffers.get(buffer, buffer)
+
+    def fresh_var(self, var: Var) -> Var:
+        new = Var(var.name, var.dtype, span=var.span)
+        self.vars[var] = new
+        return new
+
+    def visit_For(self, loop: For) -> Stmt:
+        start, extent = self.visit(loop.min), self.visit(loop.extent)
+        return loop.replace(
+            loop_var=self.fresh_var(loop.loop_var), min=start, extent=extent, body=self.visit(loop.body)
+        )
+
+    def visit_LetStmt(self, stmt: LetStmt) -> Stmt:
+        value = self.visit(stmt.value)
+        return stmt.replace(var=self.fresh_var(stmt.var), value=value, body=self.visit(stmt.body))
+
+    def visit_Let(self, expr: Let) -> PrimExpr:
+        value = self.visit(expr.value)
+        return expr.replace(var=self.fresh_var(expr.var), value=value, body=self.visit(expr.body))
+
+    def visit_Allocate(self, stmt: Allocate) -> Stmt:
+        buffer = stmt.buffer
+        shape = tuple(self.visit(extent) for extent in buffer.shape)
+        new = Buffer(
+            buffer.name,
+            shape,
+            buffer.dtype,
+            buffer.scope,
+            tuple(self.visit(s) for s in buffer.strides),
+            None if buffer.elem_offset is None else self.visit(buffer.elem_offset),
+            buffer.align,
+            buffer.offset_factor,
+            span=buffer.span,
+        )
+        self.buffers[buffer] = new
+        return stmt.replace(buffer=new, body=self.visit(stmt.body))
+
+    def visit_BufferLoad(self, load: BufferLoad) -> PrimExpr:
+        return load.replace(buffer=self.visit_Buffer(load.buffer), indices=self.visit(load.indices))
+
+    def visit_BufferStore(self, store: BufferStore) -> Stmt:
+        return store.replace(
+            buffer=self.visit_Buffer(store.buffer), value=self.visit(store.value), indices=self.visit(store.indices)
+        )
