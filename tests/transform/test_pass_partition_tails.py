@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from lowering_programs import PROGRAMS, assert_same_results, lower_before, nodes_of
 
 import tir
@@ -139,3 +141,48 @@ def test_in_the_pipeline_between_blocks_and_allocations() -> None:
     position = PASS_NAMES.index("partition_tails")
     assert PASS_NAMES[position - 1] == "convert_blocks_to_loops"
     assert PASS_NAMES[position + 1] == "compact_allocations"
+
+
+ROW_SUMS = """
+@T.prim_func
+def f(A: T.Buffer((23, 19, 16), "float32"), C: T.Buffer((23, 19), "float32")):
+    for i, j, k in T.grid(23, 19, 16):
+        with T.block("C"):
+            vi, vj, vk = T.remap("SSR", i, j, k)
+            with T.init():
+                C[vi, vj] = 0.0
+            C[vi, vj] = C[vi, vj] + A[vi, vj, vk]
+"""
+
+
+@settings(max_examples=12, deadline=None)
+@given(
+    st.integers(2, 9),
+    st.integers(2, 9),
+    st.integers(2, 5),
+    st.booleans(),
+    st.sampled_from(["serial", "parallel", "unroll"]),
+)
+def test_random_imperfect_tiles_compute_the_same(
+    i_tile: int, j_tile: int, j_outer: int, reduction_inside: bool, outer_kind: str
+) -> None:
+    """Imperfect splits of both pixel loops (two levels for j), the reduction between the tile
+    loops or outside them, the outermost loop parallel, unrolled or serial: the lowered program
+    (cut and unswitched tails) computes what the unscheduled one does."""
+    func = tir.parse(ROW_SUMS)
+    sch = tir.Schedule(func)
+    block = sch.get_block("C")
+    i, j, k = sch.get_loops(block)
+    i0, i1 = sch.split(i, [None, i_tile])
+    j0, j1, j2 = sch.split(j, [None, j_outer, j_tile])
+    order = [i0, j0, k, j1, i1, j2] if reduction_inside else [k, i0, j0, j1, i1, j2]
+    sch.reorder(*order)
+    if outer_kind == "parallel" and reduction_inside:
+        sch.parallel(i0)
+    elif outer_kind == "unroll":
+        sch.unroll(j2)
+    rng = np.random.default_rng(i_tile * 100 + j_tile)
+    a = rng.standard_normal((23, 19, 16)).astype(np.float32)
+    got = np.zeros((23, 19), np.float32)
+    tir.build(sch.func, "llvm")(a, got)
+    np.testing.assert_allclose(got, a.sum(axis=2), rtol=1e-4, atol=1e-4)
