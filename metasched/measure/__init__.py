@@ -112,7 +112,9 @@ class Measurer:
     unscheduled program's one checked run (computed once per pool); ``flush_cache``: time
     every run with cold caches (``runner.evict_caches`` first), as a model's kernels run: each
     layer's weights come from memory. Warm timing favours schedules that re-read a weight
-    panel many times (20-50% slower cold on BERT's matmuls).
+    panel many times (20-50% slower cold on BERT's matmuls). The inputs not declared
+    layout-free (the activations, which the layer before just wrote) are read back into the
+    caches after the eviction, so only the weights start cold.
     """
 
     def __init__(

@@ -257,6 +257,23 @@ def evict_caches() -> None:
     _EVICTION.sum()
 
 
+def _activations(func: Any, arrays: list[Any], outputs: list[int]) -> list[np.ndarray]:
+    """The inputs of ``func`` that are not declared layout-free: in a model, the activations a
+    layer reads were just written by the layers before it (in the caches), while its weights
+    (layout-free, constants) come from memory. A cold-cache timing reads them back first."""
+    from tir.transform import LAYOUT_FREE_ATTR
+
+    params = list(func.buffer_params)
+    constant = set()
+    for item in func.attrs.get(LAYOUT_FREE_ATTR, ()):
+        constant.add(params[item].name if isinstance(item, int) and 0 <= item < len(params) else item)
+    return [
+        array
+        for position, (buffer, array) in enumerate(zip(params, arrays))
+        if position not in outputs and buffer.name not in constant and isinstance(array, np.ndarray)
+    ]
+
+
 def _calls_per_sample(seconds: float, flush_cache: bool) -> int:
     """Calls per timed sample for a kernel whose one call took ``seconds``: enough for the sample
     to last ``MIN_SAMPLE`` (at most 100); one when each call must start from cold caches."""
@@ -313,6 +330,7 @@ def _run_built(built: Any, job: Job, reference: Reference | None) -> dict[str, A
             first = second
         number = _calls_per_sample(first, flush_cache)
         repeat = max(1, min(job.repeat, int(job.budget / max(first * number, 1e-9))))
+        activations = _activations(func, arrays, outputs) if flush_cache else []
         # The first run was the warm-up (caches, pages, the thread pool's start); one long
         # enough that those are noise is a timed run too, unless each run starts from cold caches.
         samples = [first] if first >= WARM_ENOUGH and not flush_cache else []
@@ -323,6 +341,8 @@ def _run_built(built: Any, job: Job, reference: Reference | None) -> dict[str, A
                 break  # clearly not the best: its exact time matters less than the search's
             if flush_cache:
                 evict_caches()
+                for array in activations:
+                    array.sum()  # read back into the caches, as the layer before left them
             samples.append(module.time(*timed, repeat=1, number=number, warmup=0))
         seconds = float(np.median(samples))
     except Exception as error:  # noqa: BLE001 - every failure is a result, never fatal

@@ -214,6 +214,46 @@ def test_a_script_without_a_main_guard_measures(tmp_path) -> None:  # noqa: ANN0
     assert done.stdout.split() == ["script", "ran", "None"], done.stderr[-2000:]
 
 
+DENSE_WITH_WEIGHTS = """
+@T.prim_func
+def dense(X: T.Buffer((4, 8), "float32"), W: T.Buffer((8, 16), "float32"), bias: T.Buffer((16,), "float32"),
+          Y: T.Buffer((4, 16), "float32")):
+    T.func_attr({"layout_free_buffers": [1, "bias"]})
+    for i, j, k in T.grid(4, 16, 8):
+        with T.block("Y"):
+            vi, vj, vk = T.remap("SSR", i, j, k)
+            with T.init():
+                Y[vi, vj] = bias[vj]
+            Y[vi, vj] = Y[vi, vj] + X[vi, vk] * W[vk, vj]
+"""
+
+
+def test_cold_timing_reads_the_activations_back(monkeypatch) -> None:  # noqa: ANN001
+    """With ``flush_cache`` only the weights (layout-free, by position or name) start cold: the
+    other inputs are read back after each eviction, the outputs are not."""
+    from metasched.measure import builder, runner
+
+    func = tir.parse(DENSE_WITH_WEIGHTS)
+    arrays, outputs = runner.make_arguments(func)
+    warmed = runner._activations(func, arrays, outputs)
+    assert [id(a) for a in warmed] == [id(arrays[0])]
+    read = []
+    monkeypatch.setattr(runner, "_activations", lambda f, a, o: [_Spy(read)])
+    monkeypatch.setattr(runner, "evict_caches", lambda: read.append("evict"))
+    job = builder.Job(encode_program(func), "llvm", None, None, num_threads=1, repeat=3, flush_cache=True)
+    assert "error_kind" not in builder.build_job(12, job)
+    assert runner.run_job(12, job, None)["seconds"] > 0
+    assert read == ["evict", "read"] * 3
+
+
+class _Spy:
+    def __init__(self, log: list[str]) -> None:
+        self.log = log
+
+    def sum(self) -> None:
+        self.log.append("read")
+
+
 def test_flush_cache_times_every_run_after_an_eviction(monkeypatch) -> None:  # noqa: ANN001
     """``flush_cache``: each timed run follows an eviction of the caches (run here in-process;
     the Measurer passes the flag to its workers in the Job)."""
