@@ -261,15 +261,12 @@ def _activations(func: Any, arrays: list[Any], outputs: list[int]) -> list[np.nd
     """The inputs of ``func`` that are not declared layout-free: in a model, the activations a
     layer reads were just written by the layers before it (in the caches), while its weights
     (layout-free, constants) come from memory. A cold-cache timing reads them back first."""
-    from tir.transform import LAYOUT_FREE_ATTR
+    from tir.transform.split_prepack import layout_free_names
 
-    params = list(func.buffer_params)
-    constant = set()
-    for item in func.attrs.get(LAYOUT_FREE_ATTR, ()):
-        constant.add(params[item].name if isinstance(item, int) and 0 <= item < len(params) else item)
+    constant = set(layout_free_names(func))
     return [
         array
-        for position, (buffer, array) in enumerate(zip(params, arrays))
+        for position, (buffer, array) in enumerate(zip(func.buffer_params, arrays))
         if position not in outputs and buffer.name not in constant and isinstance(array, np.ndarray)
     ]
 

@@ -37,7 +37,7 @@ from tir.ir.expr import Let
 from tir.ir.functor import post_order_visit
 from tir.ir.stmt import For, LetStmt, SeqStmt
 
-__all__ = ["LAYOUT_FREE_ATTR", "PrepackSplit", "split_prepack"]
+__all__ = ["LAYOUT_FREE_ATTR", "PrepackSplit", "layout_free_names", "split_prepack"]
 
 #: The function attribute naming the layout-free buffer parameters.
 LAYOUT_FREE_ATTR = "layout_free_buffers"
@@ -127,14 +127,10 @@ def _sequence(stmts: Sequence[Stmt]) -> Stmt:
     return stmts[0] if len(stmts) == 1 else SeqStmt(tuple(stmts))
 
 
-def split_prepack(func: PrimFunc, layout_free: Iterable[str] | None = None) -> PrepackSplit:
-    """Split the packing of ``func``'s layout-free parameters off (see the module docstring).
-
-    ``layout_free``: parameter names, or positions among the buffer parameters (default:
-    ``func.attrs["layout_free_buffers"]``; positions keep the structural hash of programs that
-    differ only in parameter names equal). One that is not a buffer parameter of ``func``
-    raises ``ValueError``.
-    """
+def layout_free_names(func: PrimFunc, layout_free: Iterable[str | int] | None = None) -> tuple[str, ...]:
+    """The names of ``func``'s layout-free buffer parameters: ``layout_free`` (names, or
+    positions among the buffer parameters), by default ``func.attrs["layout_free_buffers"]``.
+    One that is not a buffer parameter of ``func`` raises ``ValueError``."""
     given = tuple(layout_free if layout_free is not None else func.attrs.get(LAYOUT_FREE_ATTR, ()))
     params = func.buffer_params
     by_name = {buffer.name: buffer for buffer in params}
@@ -148,7 +144,19 @@ def split_prepack(func: PrimFunc, layout_free: Iterable[str] | None = None) -> P
             f"{func.name}: layout-free {', '.join(map(repr, unknown))} is not a buffer parameter "
             f"(parameters: {', '.join(by_name)})"
         )
-    names = tuple(item if isinstance(item, str) else params[item].name for item in given)
+    return tuple(item if isinstance(item, str) else params[item].name for item in given)
+
+
+def split_prepack(func: PrimFunc, layout_free: Iterable[str] | None = None) -> PrepackSplit:
+    """Split the packing of ``func``'s layout-free parameters off (see the module docstring).
+
+    ``layout_free``: parameter names, or positions among the buffer parameters (default:
+    ``func.attrs["layout_free_buffers"]``; positions keep the structural hash of programs that
+    differ only in parameter names equal). One that is not a buffer parameter of ``func``
+    raises ``ValueError``.
+    """
+    names = layout_free_names(func, layout_free)
+    by_name = {buffer.name: buffer for buffer in func.buffer_params}
     root = func.root_block
     if not names or root is None or not isinstance(func.body, BlockRealize):
         return PrepackSplit(func, None)
