@@ -138,31 +138,16 @@ def _margin(term: PrimExpr) -> PrimExpr | None:
     return term.a - term.b + one
 
 
-class _DropImplied(IRMutator):
-    """A body with the guard terms dropped whose outer condition is one of ``conditions`` (the
-    then-branch of an unswitched loop, where those conditions hold)."""
+class _DropTerms(IRMutator):
+    """A body without the guard terms in ``implied`` (by identity): the then-branch of an
+    unswitched loop, where the conditions those terms imply hold."""
 
-    def __init__(self, owner: _PartitionTails, conditions: list[PrimExpr]) -> None:
-        self.owner = owner
-        self.conditions = conditions
-        self.ranges: dict[Var, Range] = {}
-        self.values: dict[Var, PrimExpr] = {}
-
-    def visit_For(self, loop: For) -> Stmt:
-        self.ranges[loop.loop_var] = Range(loop.min, loop.extent)
-        body = self.visit(loop.body)
-        del self.ranges[loop.loop_var]
-        return loop if body is loop.body else loop.replace(body=body)
-
-    def visit_LetStmt(self, stmt: LetStmt) -> Stmt:
-        self.values[stmt.var] = stmt.value
-        body = self.visit(stmt.body)
-        del self.values[stmt.var]
-        return stmt if body is stmt.body else stmt.replace(body=body)
+    def __init__(self, implied: set[int]) -> None:
+        self.implied = implied
 
     def visit_IfThenElse(self, stmt: IfThenElse) -> Stmt:
         terms = _conjuncts(stmt.condition)
-        kept = [term for term in terms if not self._implied(term)]
+        kept = [term for term in terms if id(term) not in self.implied]
         then_case = self.visit(stmt.then_case)
         else_case = None if stmt.else_case is None else self.visit(stmt.else_case)
         if not kept:
@@ -170,10 +155,6 @@ class _DropImplied(IRMutator):
         if len(kept) == len(terms) and then_case is stmt.then_case and else_case is stmt.else_case:
             return stmt
         return stmt.replace(condition=conjunction(kept), then_case=then_case, else_case=else_case)
-
-    def _implied(self, term: PrimExpr) -> bool:
-        condition = self.owner._outer_condition(term, dict(self.ranges), dict(self.values))
-        return condition is not None and any(structural_equal(condition, c) for c in self.conditions)
 
 
 class _PartitionTails(IRMutator):
@@ -212,15 +193,21 @@ class _PartitionTails(IRMutator):
         self.context.ranges[loop.loop_var] = Range(loop.min, loop.extent)
         try:
             conditions: list[PrimExpr] = []
+            implied: set[int] = set()
+            unsettled: set[int] = set()  # a term object that also stands where C does not imply it
             for term, ranges, values in guards.found:
                 condition = self._outer_condition(term, ranges, values)
-                if condition is not None and not any(structural_equal(condition, c) for c in conditions):
+                if condition is None:
+                    unsettled.add(id(term))
+                    continue
+                implied.add(id(term))
+                if not any(structural_equal(condition, c) for c in conditions):
                     conditions.append(condition)
-            if not conditions:
-                return loop
-            then_case = _DropImplied(self, conditions).visit(loop.body)
         finally:
             del self.context.ranges[loop.loop_var]
+        if not implied - unsettled:
+            return loop
+        then_case = _DropTerms(implied - unsettled).visit(loop.body)
         else_case = FreshDefinitions().visit(loop.body)
         return loop.replace(body=IfThenElse(conjunction(conditions), then_case, else_case))
 
