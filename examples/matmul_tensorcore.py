@@ -21,6 +21,8 @@ instructions in its SASS, and, where a GPU is present, runs it against numpy.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 from _common import run_example
 
@@ -53,32 +55,59 @@ def make_matmul(n: int) -> tir.PrimFunc:
     return matmul
 
 
-def _cooperative_fetch(sch: Schedule, block: object) -> None:
-    """Spread a shared-memory copy over the block's 2 x 2 x 32 threads, 8 elements per copy."""
+@dataclass(frozen=True)
+class Tiling:
+    """One hand schedule's shape: a ``block_m`` x ``block_n`` tile of C per thread block, split
+    over ``warps_m`` x ``warps_n`` warps; ``k_tile`` of k per shared-memory stage; WMMA
+    m16n16k16 fragments, or with ``mma`` the PTX ``mma.sync`` m16n8k16 with ``ldmatrix``."""
+
+    block_m: int = BLOCK_TILE
+    block_n: int = BLOCK_TILE
+    warps_m: int = 2
+    warps_n: int = 2
+    k_tile: int = K_TILE
+    mma: bool = False
+
+    @property
+    def name(self) -> str:
+        kind = "mma" if self.mma else "wmma"
+        return f"{kind} {self.block_m}x{self.block_n}x{self.k_tile} warps {self.warps_m}x{self.warps_n}"
+
+
+def _cooperative_fetch(sch: Schedule, block: object, tiling: Tiling) -> None:
+    """Spread a shared-memory copy over all the block's threads, 8 elements (16 bytes) per copy."""
     loops = sch.get_loops(block)
     fused = sch.fuse(*loops[-2:])
-    _, tz, ty, tx, vec = sch.split(fused, [None, 2, 2, 32, VECTOR])
+    _, tz, ty, tx, vec = sch.split(fused, [None, tiling.warps_m, tiling.warps_n, 32, VECTOR])
     sch.bind(tz, "threadIdx.z")
     sch.bind(ty, "threadIdx.y")
     sch.bind(tx, "threadIdx.x")
     sch.vectorize(vec)
 
 
-def schedule_matmul(func: tir.PrimFunc) -> Schedule:
-    """Tile, stage in shared memory, tensorize with WMMA and pipeline the k loop (module docstring)."""
+def schedule_matmul(func: tir.PrimFunc, pipelined: bool = True, tiling: Tiling = Tiling()) -> Schedule:
+    """Tile, stage in shared memory, tensorize and pipeline the k loop (module docstring);
+    ``pipelined=False`` leaves the k loop as it is, ``tiling`` picks the tile shapes."""
+    t = tiling
+    n_tile = 8 if t.mma else 16  # columns of a B / C fragment
+    scopes = (
+        ("m16n8k16.matrixA", "m16n8k16.matrixB", "m16n8k16.matrixC")
+        if t.mma
+        else ("wmma.matrix_a", "wmma.matrix_b", "wmma.accumulator")
+    )
     sch = Schedule(func)
     block = sch.get_block("C")
-    c_frag = sch.cache_write(block, 0, "wmma.accumulator")
+    c_frag = sch.cache_write(block, 0, scopes[2])
     a_shared = sch.cache_read(block, 1, "shared")
     b_shared = sch.cache_read(block, 2, "shared")
-    a_frag = sch.cache_read(block, 1, "wmma.matrix_a")
-    b_frag = sch.cache_read(block, 2, "wmma.matrix_b")
+    a_frag = sch.cache_read(block, 1, scopes[0])
+    b_frag = sch.cache_read(block, 2, scopes[1])
 
-    warp_tile = BLOCK_TILE // 2
+    warp_m, warp_n = t.block_m // t.warps_m, t.block_n // t.warps_n  # C per warp
     i, j, k = sch.get_loops(block)
-    bi, wi, ti, ii = sch.split(i, [None, 2, warp_tile // 16, 16])
-    bj, wj, tj, jj = sch.split(j, [None, 2, warp_tile // 16, 16])
-    ko, ki, kk = sch.split(k, [None, K_TILE // 16, 16])
+    bi, wi, ti, ii = sch.split(i, [None, t.warps_m, warp_m // 16, 16])
+    bj, wj, tj, jj = sch.split(j, [None, t.warps_n, warp_n // n_tile, n_tile])
+    ko, ki, kk = sch.split(k, [None, t.k_tile // 16, 16])
     # The warp loops sit inside ko, so the shared-memory copies at ko use every thread.
     sch.reorder(bi, bj, ko, wi, wj, ki, ti, tj, ii, jj, kk)
     sch.bind(bi, "blockIdx.y")
@@ -88,36 +117,37 @@ def schedule_matmul(func: tir.PrimFunc) -> Schedule:
 
     sch.reverse_compute_at(c_frag, bj)
     ci, cj = sch.get_loops(c_frag)[-2:]
-    cwi, ci0, ci1 = sch.split(ci, [2, None, 16])
-    cwj, cj0, cj1 = sch.split(cj, [2, None, 16])
+    cwi, ci0, ci1 = sch.split(ci, [t.warps_m, None, 16])
+    cwj, cj0, cj1 = sch.split(cj, [t.warps_n, None, n_tile])
     sch.reorder(cwi, cwj, ci0, cj0, ci1, cj1)
     sch.bind(cwi, "threadIdx.z")
     sch.bind(cwj, "threadIdx.y")
-    sch.tensorize(ci1, I.WMMA_STORE_F32_GLOBAL)
+    sch.tensorize(ci1, I.MMA_STORE_F32_GLOBAL if t.mma else I.WMMA_STORE_F32_GLOBAL)
 
     sch.compute_at(a_frag, ki)
     sch.compute_at(b_frag, ki)
     sch.compute_at(a_shared, ko)
     sch.compute_at(b_shared, ko)
     for cached in (a_shared, b_shared):
-        # Pad each shared row by PAD halves, so that WMMA loads of 16 rows hit different banks.
+        # Pad each shared row by PAD halves, so that fragment loads of 16 rows hit different banks.
         sch.storage_align(cached, 0, axis=0, factor=32, offset=PAD)
-        _cooperative_fetch(sch, cached)
+        _cooperative_fetch(sch, cached, t)
     ai, _ = sch.get_loops(a_frag)[-2:]
     _, ai1 = sch.split(ai, [None, 16])
-    sch.tensorize(ai1, I.WMMA_LOAD_A)
+    sch.tensorize(ai1, I.MMA_LDMATRIX_A if t.mma else I.WMMA_LOAD_A)
     bk, bjl = sch.get_loops(b_frag)[-2:]
-    bj0, _ = sch.split(bjl, [None, 16])
+    bj0, _ = sch.split(bjl, [None, n_tile])
     sch.reorder(bj0, bk)
-    sch.tensorize(bk, I.WMMA_LOAD_B)
+    sch.tensorize(bk, I.MMA_LDMATRIX_B if t.mma else I.WMMA_LOAD_B)
 
     init = sch.decompose_reduction(block, ko)
-    sch.tensorize(ii, I.WMMA_SYNC_F16F16F32)
-    sch.tensorize(sch.get_loops(init)[-2], I.WMMA_FILL_F32)
+    sch.tensorize(ii, I.MMA_SYNC_F16F16F32 if t.mma else I.WMMA_SYNC_F16F16F32)
+    sch.tensorize(sch.get_loops(init)[-2], I.MMA_FILL_F32 if t.mma else I.WMMA_FILL_F32)
 
-    # Copy k tile ko + 1 (stage 0: A, B) while tile ko is multiplied (stage 1).
-    sch.annotate(ko, "software_pipeline_stage", [0, 0, 1])
-    sch.annotate(ko, "software_pipeline_order", [0, 1, 2])
+    if pipelined:
+        # Copy k tile ko + 1 (stage 0: A, B) while tile ko is multiplied (stage 1).
+        sch.annotate(ko, "software_pipeline_stage", [0, 0, 1])
+        sch.annotate(ko, "software_pipeline_order", [0, 1, 2])
     return sch
 
 
@@ -138,9 +168,9 @@ def reference(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> dict[str, np.ndarr
     return {"C": a.astype(np.float32) @ b.astype(np.float32)}
 
 
-def build(n: int = 4096, target: str = TARGET) -> object:
+def build(n: int = 4096, target: str = TARGET, tiling: Tiling = Tiling()) -> object:
     """The scheduled ``n``^3 kernel built for ``target``: a ``tir.runtime.cuda.CUDAModule``."""
-    return tir.build(schedule_matmul(make_matmul(n)).func.replace(name="matmul_tensorcore"), target)
+    return tir.build(schedule_matmul(make_matmul(n), tiling=tiling).func.replace(name="matmul_tensorcore"), target)
 
 
 def main() -> None:

@@ -61,10 +61,15 @@ STRIDE_OP = "tir.buffer_stride"
 
 def deferred_strides(buffer: Buffer) -> tuple[PrimExpr, ...]:
     """``tir.buffer_stride(B[0, ...], d)`` for every dimension: the stride of ``buffer`` as it
-    will be laid out, which ``flatten_buffers`` resolves (see ``resolve_strides``)."""
+    will be laid out, which ``flatten_buffers`` resolves (see ``resolve_strides``).
+
+    ``d`` counts from the last dimension (-1 is the innermost): a pass in between may put
+    dimensions in front (software pipelining gives a staged buffer a leading stage dimension),
+    and the stride meant is still that of the same trailing dimension."""
     zeros = tuple(IntImm(0, extent.dtype) for extent in buffer.shape)
+    ndim = len(buffer.shape)
     return tuple(
-        Call(extent.dtype, STRIDE_OP, (BufferLoad(buffer, zeros), IntImm(dim, "int32")))
+        Call(extent.dtype, STRIDE_OP, (BufferLoad(buffer, zeros), IntImm(dim - ndim, "int32")))
         for dim, extent in enumerate(buffer.shape)
     )
 
@@ -166,8 +171,11 @@ def _pair_dimensions(match: MatchBufferRegion, block: Block) -> tuple[dict[int, 
             )
     # Strides and the element offset the view declares as variables take the source's values.
     # A source without explicit strides may still shrink (compact_allocations runs after this
-    # pass), so its strides are named symbolically and resolved when buffers are flattened.
-    source_strides = match.source.buffer.strides or deferred_strides(match.source.buffer)
+    # pass), and so may one whose strides storage_align padded (compaction pads them again for
+    # the shrunk shape: rows of 1024 + 8 become rows of 32 + 8), so their strides are named
+    # symbolically and resolved when buffers are flattened. Other explicit strides are kept.
+    source = match.source.buffer
+    source_strides = source.strides if source.strides and not source.dim_align else deferred_strides(source)
     if view.strides:
         for view_dim, stride in enumerate(view.strides):
             if isinstance(stride, Var) and view_dim in pairs:

@@ -208,7 +208,8 @@ class _Flatten(IRMutator):
 
 class _ResolveStrides(IRMutator):
     """``tir.buffer_stride(B[...], d)`` (left by convert_blocks_to_loops for match_buffer views)
-    becomes the stride of ``B`` as it is laid out now, after allocations were compacted."""
+    becomes the stride of ``B`` as it is laid out now, after allocations were compacted (and
+    staged by software pipelining); ``d`` < 0 counts from the last dimension."""
 
     def visit_Call(self, call: Call) -> PrimExpr:
         if call.op != STRIDE_OP:
