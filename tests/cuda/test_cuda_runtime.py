@@ -341,6 +341,104 @@ def test_sources_and_export(tmp_path: Any) -> None:
     assert repr(module).startswith("<CUDAModule scale(") and repr(module).endswith("for cuda -arch=sm_80>")
 
 
+class LimitedFakeDriver(FakeDriver):
+    """A fake GPU whose kernels allow 256 threads per block and 1000 bytes of shared memory."""
+
+    def limits(self, function: Any) -> cuda_runtime.LaunchLimits:
+        return cuda_runtime.LaunchLimits(
+            device="Fake GPU",
+            max_threads=256,
+            max_block=(1024, 1024, 64),
+            max_grid=(2**31 - 1, 65535, 65535),
+            max_shared_bytes=1000,
+            static_shared_bytes=100,
+            registers=128,
+        )
+
+
+@pytest.mark.parametrize(
+    "fields,n,message",
+    [
+        (
+            {"block": (512, 1, 1)},
+            300,
+            r"a block of 512x1x1 = 512 threads; the GPU allows at most 256 threads per "
+            r"block \(this kernel uses 128 registers per thread\)",
+        ),
+        (
+            {"shared_bytes": N_VAR * 4},
+            300,
+            r"1300 bytes of shared memory per block \(100 static \+ 1200 dynamic\); "
+            r"the GPU allows at most 1000",
+        ),
+        ({"grid": (1, 70000, 1)}, 4, r"blockIdx.y extent 70000 exceeds the GPU's maximum grid dimension 65535"),
+        ({"block": (1, 1, 128)}, 4, r"threadIdx.z extent 128 exceeds the GPU's maximum block dimension 64"),
+    ],
+    ids=["threads", "shared", "grid", "block-z"],
+)
+def test_launch_beyond_the_device_limits_is_refused_before_any_copy(
+    monkeypatch: pytest.MonkeyPatch, fields: dict[str, Any], n: int, message: str
+) -> None:
+    driver = LimitedFakeDriver({"scale_kernel": scale_kernel})
+    monkeypatch.setattr(cuda_runtime, "_driver", lambda: driver)
+    module = scale_module(**fields)
+    with pytest.raises(cuda_runtime.CUDALaunchError, match="kernel scale_kernel cannot launch on Fake GPU: " + message):
+        module(np.ones(n, np.float32), np.zeros(n, np.float32), n, 1.0)
+    assert driver.launches == [] and driver.memory == {}
+    assert isinstance(cuda_runtime.CUDALaunchError("x"), ValueError)
+
+
+def test_launch_within_the_device_limits_runs(monkeypatch: pytest.MonkeyPatch) -> None:
+    driver = LimitedFakeDriver({"scale_kernel": scale_kernel})
+    monkeypatch.setattr(cuda_runtime, "_driver", lambda: driver)
+    a = np.arange(300, dtype=np.float32)
+    b = np.zeros(300, np.float32)
+    scale_module(block=(256, 1, 1), grid=((N_VAR + 255) // 256, 1, 1), shared_bytes=900)(a, b, 300, 2.0)
+    np.testing.assert_array_equal(b, a * 2)
+
+
+class NewerFakeDriver(FakeDriver):
+    """A fake sm_90 GPU that loads only images compiled for it."""
+
+    def arch(self) -> str:
+        return "sm_90"
+
+    def load(self, image: bytes) -> Any:
+        self.loaded.append(image)
+        if not image.startswith(b"sm_90"):
+            raise CUDADeviceError("cuModuleLoadData failed: CUDA_ERROR_NO_BINARY_FOR_GPU")
+        return "module"
+
+
+def test_a_cubin_for_an_older_architecture_is_compiled_again_for_the_gpu(monkeypatch: pytest.MonkeyPatch) -> None:
+    import tir.codegen.cuda_compile as cuda_compile
+
+    driver = NewerFakeDriver({"scale_kernel": scale_kernel})
+    monkeypatch.setattr(cuda_runtime, "_driver", lambda: driver)
+    compiled: list[tuple[str, str]] = []
+    monkeypatch.setattr(
+        cuda_compile, "compile_cuda", lambda source, arch: compiled.append((source, arch)) or b"sm_90 image"
+    )
+    module = scale_module()
+    assert module.loaded_arch is None
+    a = np.arange(10, dtype=np.float32)
+    b = np.zeros(10, np.float32)
+    module(a, b, 10, 2.0)
+    np.testing.assert_array_equal(b, a * 2)
+    assert compiled == [("// source", "sm_90")] and driver.loaded == [b"not a real cubin", b"sm_90 image"]
+    assert module.loaded_arch == "sm_90"
+
+
+def test_a_cubin_that_does_not_load_names_both_architectures(monkeypatch: pytest.MonkeyPatch) -> None:
+    driver = NewerFakeDriver({"scale_kernel": scale_kernel})
+    monkeypatch.setattr(driver, "arch", lambda: "sm_80")  # no newer architecture to compile for
+    monkeypatch.setattr(cuda_runtime, "_driver", lambda: driver)
+    with pytest.raises(
+        CUDADeviceError, match=r"cannot load the cubin built for sm_80 on this GPU \(sm_80\): .*NO_BINARY"
+    ):
+        scale_module()(np.ones(4, np.float32), np.zeros(4, np.float32), 4, 1.0)
+
+
 # ---------------------------------------------------------------- on a GPU
 
 
@@ -396,3 +494,22 @@ def test_elementwise_kernel_on_device_arrays() -> None:
     b = cupy.zeros_like(a)
     module(a, b)
     np.testing.assert_array_equal(cupy.asnumpy(b), cupy.asnumpy(a) + 1)
+
+
+@pytest.mark.cuda
+def test_launch_limits_read_from_the_gpu() -> None:
+    import dataclasses
+
+    module = build_for_cuda(add_one)
+    a = np.zeros((64, 128), np.float32)
+    module(a, np.zeros_like(a))
+    [limits] = module._limits.values()
+    assert limits is not None and limits.device
+    assert 128 <= limits.max_threads <= 1024 and limits.max_block[0] >= 1024 and limits.max_grid[0] >= 65535
+    assert limits.max_shared_bytes >= 48 * 1024 and limits.registers > 0
+    # the same cubin asked for more dynamic shared memory than any GPU has: refused, clearly
+    module.kernels = [dataclasses.replace(module.kernels[0], shared_bytes=limits.max_shared_bytes + 1)]
+    with pytest.raises(
+        cuda_runtime.CUDALaunchError, match=r"bytes of shared memory per block .* the GPU allows at most"
+    ):
+        module(a, np.zeros_like(a))

@@ -7,7 +7,16 @@ it, read its ``get_source``. AArch64 modules live in ``tir.runtime.aarch64``, CU
 
 from __future__ import annotations
 
-from tir.runtime.cuda import CUDADeviceError, CUDAModule
+from tir.runtime.cuda import CUDADeviceError, CUDALaunchError, CUDAModule
 from tir.runtime.module import LLVMModule, Module, ParamSpec, check_arguments, param_specs
 
-__all__ = ["CUDADeviceError", "CUDAModule", "LLVMModule", "Module", "ParamSpec", "check_arguments", "param_specs"]
+__all__ = [
+    "CUDADeviceError",
+    "CUDALaunchError",
+    "CUDAModule",
+    "LLVMModule",
+    "Module",
+    "ParamSpec",
+    "check_arguments",
+    "param_specs",
+]

@@ -88,6 +88,8 @@ from tir.runtime.module import (
 
 __all__ = [
     "CUDADeviceError",
+    "CUDALaunchError",
+    "LaunchLimits",
     "CUDAModule",
     "DeviceArray",
     "LaunchConfig",
@@ -119,6 +121,62 @@ _CU_RESULT_NAMES = {
 
 class CUDADeviceError(RuntimeError):
     """CUDA code cannot run here: no driver library, no device, no Python binding, or a driver failure."""
+
+
+class CUDALaunchError(ValueError):
+    """A kernel's launch exceeds what this GPU (or the compiled kernel) allows: threads per block,
+    block or grid extents, shared memory. Raised before anything is copied or launched."""
+
+
+@dataclass(frozen=True)
+class LaunchLimits:
+    """What one compiled kernel may be launched with on this device (the driver's attributes).
+
+    ``max_threads`` is the kernel's own limit (``CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK``: the
+    device's 1024, or fewer when the kernel's registers per thread do not fit more);
+    ``max_shared_bytes`` the device's opt-in maximum of shared memory per block, which the static
+    shared memory of the kernel (``static_shared_bytes``) and the launch's dynamic part share.
+    """
+
+    device: str
+    max_threads: int
+    max_block: tuple[int, int, int]
+    max_grid: tuple[int, int, int]
+    max_shared_bytes: int
+    static_shared_bytes: int = 0
+    registers: int = 0
+
+    def check(self, config: LaunchConfig) -> None:
+        """Raise :class:`CUDALaunchError` naming the kernel, the value and the limit it exceeds."""
+        where = f"kernel {config.name} cannot launch on {self.device}"
+        threads = config.block[0] * config.block[1] * config.block[2]
+        if threads > self.max_threads:
+            why = f"at most {self.max_threads} threads per block"
+            if self.registers:
+                why += f" (this kernel uses {self.registers} registers per thread)"
+            raise CUDALaunchError(
+                f"{where}: a block of {_dims(config.block)} = {threads} threads; the GPU allows {why}"
+            )
+        for axis, (extent, limit) in enumerate(zip(config.block, self.max_block)):
+            if extent > limit:
+                raise CUDALaunchError(
+                    f"{where}: threadIdx.{'xyz'[axis]} extent {extent} exceeds the GPU's maximum block dimension {limit}"
+                )
+        for axis, (extent, limit) in enumerate(zip(config.grid, self.max_grid)):
+            if extent > limit:
+                raise CUDALaunchError(
+                    f"{where}: blockIdx.{'xyz'[axis]} extent {extent} exceeds the GPU's maximum grid dimension {limit}"
+                )
+        shared = self.static_shared_bytes + config.shared_bytes
+        if shared > self.max_shared_bytes:
+            raise CUDALaunchError(
+                f"{where}: {shared} bytes of shared memory per block ({self.static_shared_bytes} static + "
+                f"{config.shared_bytes} dynamic); the GPU allows at most {self.max_shared_bytes}"
+            )
+
+
+def _dims(extents: tuple[int, int, int]) -> str:
+    return "x".join(str(extent) for extent in extents)
 
 
 # ---------------------------------------------------------------- detecting a device (ctypes only)
@@ -410,6 +468,14 @@ class _Driver:
     def function(self, module: Any, name: str) -> Any:
         raise NotImplementedError
 
+    def limits(self, function: Any) -> LaunchLimits | None:
+        """The launch limits of a loaded kernel on this device; None where the binding cannot tell."""
+        return None
+
+    def arch(self) -> str | None:
+        """The device's architecture as nvcc names it (``"sm_90"``); None where the binding cannot tell."""
+        return None
+
     def alloc(self, nbytes: int) -> Any:
         raise NotImplementedError
 
@@ -472,6 +538,23 @@ class _PyCudaDriver(_Driver):
     def function(self, module: Any, name: str) -> Any:
         return module.get_function(name)
 
+    def arch(self) -> str | None:
+        major, minor = self.cuda.Device(0).compute_capability()
+        return f"sm_{major}{minor}"
+
+    def limits(self, function: Any) -> LaunchLimits | None:
+        device, attribute = self.cuda.Device(0), self.cuda.device_attribute
+        function_attribute = self.cuda.function_attribute
+        return LaunchLimits(
+            device=device.name(),
+            max_threads=function.get_attribute(function_attribute.MAX_THREADS_PER_BLOCK),
+            max_block=tuple(device.get_attribute(getattr(attribute, f"MAX_BLOCK_DIM_{a}")) for a in "XYZ"),
+            max_grid=tuple(device.get_attribute(getattr(attribute, f"MAX_GRID_DIM_{a}")) for a in "XYZ"),
+            max_shared_bytes=device.get_attribute(attribute.MAX_SHARED_MEMORY_PER_BLOCK_OPTIN),
+            static_shared_bytes=function.get_attribute(function_attribute.SHARED_SIZE_BYTES),
+            registers=function.get_attribute(function_attribute.NUM_REGS),
+        )
+
     def alloc(self, nbytes: int) -> Any:
         return self.cuda.mem_alloc(max(nbytes, 1))
 
@@ -514,8 +597,8 @@ class _CudaPythonDriver(_Driver):
     def __init__(self, driver: Any) -> None:
         self.driver = driver
         self.check(driver.cuInit(0), "cuInit")
-        device = self.check(driver.cuDeviceGet(0), "cuDeviceGet")
-        self.context = self.check(driver.cuDevicePrimaryCtxRetain(device), "cuDevicePrimaryCtxRetain")
+        self.device = self.check(driver.cuDeviceGet(0), "cuDeviceGet")
+        self.context = self.check(driver.cuDevicePrimaryCtxRetain(self.device), "cuDevicePrimaryCtxRetain")
 
     def check(self, result: Any, what: str) -> Any:
         """The values of a driver call (``(CUresult, *values)``); raises CUDADeviceError on failure."""
@@ -550,6 +633,35 @@ class _CudaPythonDriver(_Driver):
 
     def function(self, module: Any, name: str) -> Any:
         return self.check(self.driver.cuModuleGetFunction(module, name.encode()), f"cuModuleGetFunction({name})")
+
+    def _device_attribute(self, name: str) -> int:
+        attribute = getattr(self.driver.CUdevice_attribute, f"CU_DEVICE_ATTRIBUTE_{name}")
+        return int(
+            self.check(self.driver.cuDeviceGetAttribute(attribute, self.device), f"cuDeviceGetAttribute({name})")
+        )
+
+    def arch(self) -> str | None:
+        return f"sm_{self._device_attribute('COMPUTE_CAPABILITY_MAJOR')}{self._device_attribute('COMPUTE_CAPABILITY_MINOR')}"
+
+    def limits(self, function: Any) -> LaunchLimits | None:
+        driver = self.driver
+        device_attribute = self._device_attribute
+
+        def function_attribute(name: str) -> int:
+            attribute = getattr(driver.CUfunction_attribute, f"CU_FUNC_ATTRIBUTE_{name}")
+            return int(self.check(driver.cuFuncGetAttribute(attribute, function), f"cuFuncGetAttribute({name})"))
+
+        raw_name = self.check(driver.cuDeviceGetName(256, self.device), "cuDeviceGetName")
+        name = raw_name.split(b"\0", 1)[0].decode(errors="replace") if isinstance(raw_name, bytes) else str(raw_name)
+        return LaunchLimits(
+            device=name,
+            max_threads=function_attribute("MAX_THREADS_PER_BLOCK"),
+            max_block=tuple(device_attribute(f"MAX_BLOCK_DIM_{a}") for a in "XYZ"),  # type: ignore[arg-type]
+            max_grid=tuple(device_attribute(f"MAX_GRID_DIM_{a}") for a in "XYZ"),  # type: ignore[arg-type]
+            max_shared_bytes=device_attribute("MAX_SHARED_MEMORY_PER_BLOCK_OPTIN"),
+            static_shared_bytes=function_attribute("SHARED_SIZE_BYTES"),
+            registers=function_attribute("NUM_REGS"),
+        )
 
     def alloc(self, nbytes: int) -> Any:
         return self.check(self.driver.cuMemAlloc(max(nbytes, 1)), "cuMemAlloc")
@@ -656,6 +768,8 @@ class CUDAModule(Module):
         self.source = source
         self._module_handle: Any = None
         self._functions: dict[str, Any] = {}
+        self._limits: dict[str, LaunchLimits | None] = {}
+        self.loaded_arch: str | None = None  # the architecture of the machine code loaded (after a first call)
         self._load_lock = threading.Lock()
         self._kernel_arguments = [self._match_params(kernel) for kernel in self.kernels]
 
@@ -734,16 +848,39 @@ class CUDAModule(Module):
     def _load(self, driver: _Driver) -> dict[str, Any]:
         with self._load_lock:
             if self._module_handle is None:
-                try:
-                    handle = driver.load(self.cubin)
-                except CUDADeviceError as error:
-                    raise CUDADeviceError(
-                        f"cannot load the cubin built for {getattr(self.target, 'arch', '?')} on this GPU: {error}"
-                    ) from None
+                handle = self._load_image(driver)
                 self._functions = {kernel.name: driver.function(handle, kernel.name) for kernel in self.kernels}
+                self._limits = {name: driver.limits(function) for name, function in self._functions.items()}
                 self._module_handle = handle
                 weakref.finalize(self, _unload_quietly, driver, handle)
             return self._functions
+
+    def _load_image(self, driver: _Driver) -> Any:
+        """The loaded cubin; built for an older architecture than this GPU's, the source is
+        compiled again for the GPU's own (a cubin holds machine code of one architecture
+        family: sm_80 code does not load on an sm_90 device) -- ``loaded_arch`` says which ran."""
+        built_for = getattr(self.target, "arch", "") or "sm_80"
+        try:
+            handle = driver.load(self.cubin)
+            self.loaded_arch = built_for
+            return handle
+        except CUDADeviceError as error:
+            failure = error
+        native = driver.arch()
+        if native is not None and native != built_for and _arch_number(native) > _arch_number(built_for):
+            from tir.codegen.cuda_compile import compile_cuda
+
+            image = compile_cuda(self.source, native)
+            try:
+                handle = driver.load(image)
+            except CUDADeviceError as error:
+                failure = error
+            else:
+                self.loaded_arch = native
+                return handle
+        raise CUDADeviceError(
+            f"cannot load the cubin built for {built_for} on this GPU ({native or 'architecture unknown'}): {failure}"
+        ) from None
 
     def _run(self, name: str, values: list[Any]) -> None:
         self._execute(values, timing=None)
@@ -758,6 +895,10 @@ class CUDAModule(Module):
         driver = _driver()
         with driver.active():
             functions = self._load(driver)
+            for config in configs:
+                limits = self._limits.get(config.name)
+                if limits is not None and not config.empty:
+                    limits.check(config)
             allocations: dict[int, Any] = {}
             try:
                 pointers: dict[int, int] = {}
@@ -789,9 +930,14 @@ class CUDAModule(Module):
                     seconds = self._measure(driver, run_once, *timing)
                 for position, allocation in allocations.items():
                     driver.to_host(values[position], allocation)
-            finally:
+            except BaseException:
+                # A faulting kernel poisons the context: freeing then fails too, and that
+                # error must not hide the first one (the launch or synchronize that failed).
                 for allocation in allocations.values():
-                    driver.free(allocation)
+                    _free_quietly(driver, allocation)
+                raise
+            for allocation in allocations.values():
+                driver.free(allocation)
         return seconds
 
     @staticmethod
@@ -847,6 +993,19 @@ class CUDAModule(Module):
         destination.parent.mkdir(parents=True, exist_ok=True)
         destination.write_bytes(self.cubin)
         return str(destination)
+
+
+def _free_quietly(driver: _Driver, allocation: Any) -> None:
+    try:
+        driver.free(allocation)
+    except Exception:  # the error already propagating says what went wrong
+        pass
+
+
+def _arch_number(arch: str) -> int:
+    """``"sm_90a"`` -> 90."""
+    digits = arch.removeprefix("sm_").rstrip("a")
+    return int(digits) if digits.isdigit() else 0
 
 
 def _unload_quietly(driver: _Driver, handle: Any) -> None:
