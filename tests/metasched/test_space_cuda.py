@@ -243,3 +243,35 @@ def test_tune_without_a_gpu_fails_at_once_with_one_line() -> None:
     message = str(caught.value)
     assert "\n" not in message
     assert message.startswith("cannot measure target 'cuda -arch=sm_80' on this machine:")
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("workload", ["gemm512", "conv2d_nhwc"])
+def test_sampled_candidates_compute_the_right_answer_on_the_gpu(workload: str) -> None:
+    """Every sketch (WMMA, mma.sync + ldmatrix, each with and without cp.async pipelining),
+    with decisions drawn anew, run on the GPU on random inputs with a NaN-poisoned output,
+    matches numpy in float32 (float16 products are exact there: only the summation order differs)."""
+    import numpy as np
+
+    from tir.runtime.cuda import _driver
+
+    target = f"cuda -arch={_driver().arch()}"
+    func = make_gemm(512) if workload == "gemm512" else make_conv2d_nhwc()
+    good, rejected = _sample(func, target, 8)
+    assert len(good) == 8, rejected
+    rng = np.random.default_rng(0)
+    x = rng.uniform(-1, 1, [e.value for e in func.params[0].shape]).astype(np.float16)
+    w = rng.uniform(-1, 1, [e.value for e in func.params[1].shape]).astype(np.float16)
+    if workload == "gemm512":
+        want = x.astype(np.float32) @ w.astype(np.float32)
+    else:
+        want = sum(
+            x[:, rh : rh + 56, rw : rw + 56, :].astype(np.float32) @ w[rh, rw].astype(np.float32)
+            for rh in range(3)
+            for rw in range(3)
+        )
+    for sch in good:
+        out = np.full(want.shape, np.nan, np.float32)
+        tir.build(sch.func, target)(x, w, out)
+        error = np.linalg.norm(np.nan_to_num(out) - want) / np.linalg.norm(want)
+        assert not np.isnan(out).any() and error < 1e-4, (error, sch.trace.as_python())
