@@ -7,6 +7,7 @@ from script_exprgen import ExprGen
 from script_programs import ALL_PROGRAMS
 
 import tir
+import tir.script as T
 from tir.ir import (
     Block,
     BlockRealize,
@@ -111,3 +112,46 @@ def test_unsimplified_constant_arithmetic_round_trip() -> None:
     loop = For(i, IntImm(1), tir.ir.Sub(IntImm(8), IntImm(1)), ForKind.SERIAL, BufferStore(buf, value, (i,)))
     func = PrimFunc("consts", (buf,), _root(SeqStmt((loop, BufferStore(buf, IntImm(-3), (IntImm(0),))))))
     assert_round_trip(func)
+
+
+def test_storage_align_rules_round_trip() -> None:
+    """A buffer padded by storage_align prints its rules (``dim_align``): parsed back, lowering
+    pads the compacted tile again (rows of 16 + 4) instead of keeping the whole row's stride."""
+    from tir.schedule import Schedule
+    from tir.transform import lower
+
+    @T.script
+    def matmul(A: T.Buffer((64, 64), "float32"), B: T.Buffer((64, 64), "float32"), C: T.Buffer((64, 64), "float32")):
+        for i, j, k in T.grid(64, 64, 64):
+            with T.block("C"):
+                vi, vj, vk = T.remap("SSR", i, j, k)
+                with T.init():
+                    C[vi, vj] = 0.0
+                C[vi, vj] = C[vi, vj] + A[vi, vk] * B[vk, vj]
+
+    sch = Schedule(matmul)
+    block = sch.get_block("C")
+    cached = sch.cache_read(block, 1, "global")
+    i, j, k = sch.get_loops(block)
+    ko, _ = sch.split(k, [None, 16])
+    sch.reorder(i, ko)
+    sch.compute_at(cached, ko)
+    sch.storage_align(cached, 0, axis=0, factor=8, offset=4)
+    assert "dim_align=((0, 8, 4),)" in sch.func.script()
+    assert_round_trip(sch.func)
+    lowered = [lower(f, "llvm").script() for f in (sch.func, tir.parse(sch.func.script()))]
+    assert lowered[0] == lowered[1]
+
+
+@pytest.mark.parametrize(
+    "rules,message",
+    [("((0, 8),)", "not a dim_align rule"), ("((2, 8, 4),)", "out of range for 2 dimensions"), ("x", "literal")],
+)
+def test_bad_dim_align_is_a_clear_error(rules: str, message: str) -> None:
+    text = f"""
+@T.script
+def f(A: T.Buffer((4, 4), "float32", strides=(8, 1), dim_align={rules})):
+    A[0, 0] = 1.0
+"""
+    with pytest.raises(tir.script.ScriptError, match=message):
+        tir.parse(text)

@@ -39,7 +39,7 @@ _LOOP_KINDS = {
     "unroll": ForKind.UNROLLED,
     "thread_binding": ForKind.THREAD_BINDING,
 }
-BUFFER_PARAMS = ["shape", "dtype", "scope", "strides", "elem_offset", "align", "offset_factor"]
+BUFFER_PARAMS = ["shape", "dtype", "scope", "strides", "elem_offset", "align", "offset_factor", "dim_align"]
 
 #: Statements the dialect rejects: (keyword to underline, what it is, what to write instead).
 _UNSUPPORTED_STMTS: dict[str, tuple[str, str, str]] = {
@@ -171,7 +171,32 @@ class StmtParser:
         offset_factor = (
             self.exprs.python_int(bound["offset_factor"], "offset_factor") if "offset_factor" in bound else 1
         )
-        return Buffer(name, shape, dtype, scope, strides, elem_offset, align, offset_factor, span=span)
+        dim_align = self.dim_align(bound["dim_align"], len(shape)) if "dim_align" in bound else ()
+        return Buffer(
+            name, shape, dtype, scope, strides, elem_offset, align, offset_factor, dim_align=dim_align, span=span
+        )
+
+    def dim_align(self, node: ast.expr, ndim: int) -> tuple[tuple[int, int, int], ...]:
+        """``dim_align=((axis, factor, offset), ...)``: the storage_align rules of a buffer
+        (compaction pads the strides of the shrunk buffer by them again)."""
+        expected = "a tuple of (axis, factor, offset) integer triples, e.g. ((0, 32, 8),)"
+        try:
+            value = ast.literal_eval(node)
+        except ValueError:
+            self.fail(node, "dim_align must be written out as literal integers", expected)
+        rules = []
+        for rule in value if isinstance(value, (tuple, list)) else [None]:
+            if not (isinstance(rule, (tuple, list)) and len(rule) == 3 and all(type(v) is int for v in rule)):
+                self.fail(node, f"not a dim_align rule: {rule!r}", expected)
+            axis, factor, offset = rule
+            if not 0 <= axis < ndim or factor < 1 or not 0 <= offset < factor:
+                self.fail(
+                    node,
+                    f"dim_align rule {tuple(rule)} is out of range for {ndim} dimensions",
+                    "0 <= axis < ndim, factor >= 1, 0 <= offset < factor",
+                )
+            rules.append((axis, factor, offset))
+        return tuple(rules)
 
     def extents(self, node: ast.expr, what: str) -> tuple[PrimExpr, ...]:
         """A shape: a tuple (or list) of integers, or a single integer."""

@@ -445,6 +445,8 @@ class ScriptPrinter:
             parts.append(f"align={buffer.align}")
         if buffer.offset_factor != 1:
             parts.append(f"offset_factor={buffer.offset_factor}")
+        if buffer.dim_align:
+            parts.append(f"dim_align={buffer.dim_align!r}")
         return ", ".join(parts)
 
     # ------------------------------------------------------------------ functions
