@@ -270,3 +270,27 @@ def test_flush_cache_times_every_run_after_an_eviction(monkeypatch) -> None:  # 
     monkeypatch.undo()
     runner.evict_caches()  # the real one: reads a buffer twice the last-level cache
     assert runner._EVICTION is not None and runner._EVICTION.nbytes >= 16 << 20
+
+
+def test_reference_of_a_gpu_target_is_computed_on_the_host() -> None:
+    """The unscheduled program binds no thread, so it cannot build for a GPU: the reference a
+    CUDA candidate is checked against comes from the host CPU (default schedule), and equals
+    the unscheduled program's outputs there."""
+    import numpy as np
+
+    import tir.script as T
+    from metasched.measure.runner import compute_reference, make_arguments
+
+    @T.script
+    def gemm(A: T.Buffer((64, 64), "float16"), B: T.Buffer((64, 64), "float16"), C: T.Buffer((64, 64), "float32")):
+        for i, j, k in T.grid(64, 64, 64):
+            with T.block("C"):
+                vi, vj, vk = T.remap("SSR", i, j, k)
+                with T.init():
+                    C[vi, vj] = T.float32(0)
+                C[vi, vj] = C[vi, vj] + T.cast(A[vi, vk], "float32") * T.cast(B[vk, vj], "float32")
+
+    reference = compute_reference(encode_program(gemm), "cuda -arch=sm_80")
+    arrays, _ = make_arguments(gemm, nan_outputs=True)
+    want = arrays[0].astype(np.float32) @ arrays[1].astype(np.float32)
+    np.testing.assert_allclose(reference.outputs[0], want, rtol=1e-5, atol=1e-5)
