@@ -124,3 +124,63 @@ def test_gpu_pipeline_pass_names() -> None:
     seen: list[str] = []
     lower(schedule_elementwise(make_add_one()).func, "cuda -arch=sm_80", dump=lambda name, _: seen.append(name))
     assert tuple(seen) == GPU_PASS_NAMES == tuple(name for name, _ in passes(Target.parse("cuda -arch=sm_80")))
+
+
+def _shifted_copy(shift: int, lanes: int = 4) -> tir.PrimFunc:
+    """``B[i] = A[i + shift]`` over 1024 floats: 32-thread blocks, ``lanes`` floats per thread."""
+
+    @T.script
+    def copy(A: T.Buffer((1024 + 8,), "float32"), B: T.Buffer((1024,), "float32")):
+        for i in range(1024):
+            with T.block("B"):
+                vi = T.remap("S", i)
+                B[vi] = A[vi + shift]
+
+    sch = tir.schedule.Schedule(copy)
+    (i,) = sch.get_loops(sch.get_block("B"))
+    bx, tx, vec = sch.split(i, [None, 32, lanes])
+    sch.bind(bx, "blockIdx.x")
+    sch.bind(tx, "threadIdx.x")
+    sch.vectorize(vec)
+    return sch.func
+
+
+def test_aligned_vectorized_copies_are_one_vector_load_and_store(nvcc: str, sass_tool: str) -> None:
+    source = _source(_shifted_copy(shift=4))
+    assert "*(uint4*)(&B[" in source and "*(const uint4*)(&A[" in source
+    sass = disassemble(compile_cuda(source, "sm_80"))
+    assert "LDG.E.128" in sass and "STG.E.128" in sass
+    # 2 floats per thread: 8 bytes, one uint2
+    assert "*(uint2*)(&B[" in _source(_shifted_copy(shift=2, lanes=2))
+
+
+@pytest.mark.parametrize("shift", [1, 2])
+def test_vectorized_copies_that_may_be_misaligned_stay_loops(shift: int) -> None:
+    source = _source(_shifted_copy(shift=shift))  # A[4 t + 1] is not 16-byte aligned
+    assert "uint4" not in source.split("__global__")[1]
+    assert "for (int i_2 = 0; i_2 < 4; ++i_2)" in source
+
+
+def test_tensor_core_copies_to_shared_memory_are_128_bit(nvcc: str, sass_tool: str) -> None:
+    """The example's global -> shared copies, not pipelined (no cp.async), are 16-byte loads and stores."""
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "examples"))
+    import matmul_tensorcore
+
+    func = matmul_tensorcore.schedule_matmul(matmul_tensorcore.make_matmul(256), pipelined=False).func
+    source = _source(func)
+    assert source.count("*(uint4*)(&A_shared[") == 1 and source.count("*(uint4*)(&B_shared[") == 1
+    sass = disassemble(compile_cuda(source, "sm_80"))
+    assert "LDG.E.128" in sass and "STS.128" in sass
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("shift,lanes", [(4, 4), (1, 4), (2, 2)])
+def test_vectorized_copies_run(shift: int, lanes: int) -> None:
+    module = tir.build(_shifted_copy(shift, lanes), "cuda -arch=sm_80")
+    a = np.random.default_rng(0).standard_normal(1024 + 8).astype("float32")
+    b = np.full(1024, np.nan, "float32")
+    module(a, b)
+    np.testing.assert_array_equal(b, a[shift : shift + 1024])

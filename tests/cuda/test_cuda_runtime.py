@@ -242,7 +242,9 @@ def test_device_array_checks(no_device_work: None) -> None:
     with pytest.raises(ValueError, match="C-contiguous"):
         module(FakeDevicePointer(0x1000, (4,), "<f4", strides=(8,)), b, 4, 1.0)
     with pytest.raises(ValueError, match="share memory"):
-        module(FakeDevicePointer(0x1000, (4,), "<f4"), FakeDevicePointer(0x1008, (4,), "<f4"), 4, 1.0)
+        module(FakeDevicePointer(0x1000, (4,), "<f4"), FakeDevicePointer(0x1000, (4,), "<f4"), 4, 1.0)
+    with pytest.raises(ValueError, match=r"parameter A: the device array starts at 0x1008, not on a 16-byte boundary"):
+        module(FakeDevicePointer(0x1008, (4,), "<f4"), b, 4, 1.0)
 
 
 # ---------------------------------------------------------------- launch dimensions

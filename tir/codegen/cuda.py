@@ -270,6 +270,11 @@ class CudaFunctionCodegen:
             raise CodegenError(
                 f"cuda: function {self.func.name}: loop {loop.loop_var.name} is parallel; bind it to a thread axis"
             )
+        if loop.kind is ForKind.VECTORIZED:
+            copy = self.vector_copy(loop)
+            if copy is not None:
+                self.line(copy)
+                return
         if loop.kind is ForKind.UNROLLED or loop.annotations.get("pragma_unroll"):
             self.line("#pragma unroll")
         start = self.expr(loop.min)
@@ -277,6 +282,39 @@ class CudaFunctionCodegen:
         self.line(f"for ({ctype} {var} = {start}; {var} < {end}; ++{var}) {{")
         self.nested(loop.body)
         self.line("}")
+
+    def vector_copy(self, loop: For) -> str | None:
+        """A vectorized loop that copies 4, 8 or 16 contiguous bytes between global and shared
+        memory, both addresses provably aligned to the copy's size, as one vector load and store
+        (``uint4``: one 128-bit LDG/LDS and STG/STS instead of eight 16-bit ones); None for
+        anything else (it prints as a serial loop). Shared arrays are declared 16-byte aligned,
+        buffer parameters are assumed to be (the runtime checks device arrays' pointers)."""
+        from tir.arith import simplify
+        from tir.ir.functor import substitute
+
+        store = loop.body
+        if not isinstance(store, BufferStore) or not isinstance(store.value, BufferLoad):
+            return None
+        load = store.value
+        dtype = store.buffer.dtype
+        if not isinstance(loop.extent, IntImm) or load.buffer.dtype != dtype or dtype.lanes != 1 or dtype.is_bool:
+            return None
+        lanes = loop.extent.value
+        vector_type = _VECTOR_COPY_TYPES.get(lanes * dtype.bits // 8) if dtype.bits % 8 == 0 else None
+        if vector_type is None:
+            return None
+        bases = []
+        for buffer, indices in ((store.buffer, store.indices), (load.buffer, load.indices)):
+            if buffer.scope not in ("global", "shared") or buffer.elem_offset is not None or len(indices) != 1:
+                return None
+            base = simplify(substitute(indices[0], {loop.loop_var: loop.min}))
+            step = simplify(indices[0] - base)
+            if step is not loop.loop_var:
+                return None
+            if not _is_multiple(base, lanes):
+                return None
+            bases.append(self.access(buffer, (base,)))
+        return f"*({vector_type}*)(&{bases[0]}) = *(const {vector_type}*)(&{bases[1]});"
 
     def _stmt_Allocate(self, stmt: Allocate) -> None:
         buffer = stmt.buffer
@@ -544,6 +582,20 @@ class CudaFunctionCodegen:
 
     def from_float(self, dtype: DataType, text: str) -> str:
         return f"(({cuda_type(dtype)})({text}))" if _is_narrow_float(dtype) else text
+
+
+#: The CUDA type of a vector copy by its bytes.
+_VECTOR_COPY_TYPES = {4: "unsigned", 8: "uint2", 16: "uint4"}
+
+
+def _is_multiple(expr: PrimExpr, factor: int) -> bool:
+    """Whether ``expr`` is provably a multiple of ``factor`` for every value of its variables."""
+    from tir.arith import simplify
+
+    if factor == 1:
+        return True
+    rest = simplify(E.FloorMod(expr, IntImm(factor, expr.dtype)))
+    return isinstance(rest, IntImm) and rest.value == 0
 
 
 def _is_zero(expr: PrimExpr) -> bool:

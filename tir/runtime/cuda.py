@@ -97,6 +97,10 @@ __all__ = [
     "evaluate_launch_expr",
 ]
 
+#: The alignment the compiled kernels assume of every buffer argument (16-byte vector copies and
+#: ``cp.async``); numpy arguments get fresh allocations (256-byte aligned), device arrays are checked.
+DEVICE_ALIGNMENT = 16
+
 #: Dynamic shared memory a kernel may use without opting in (``cuFuncSetAttribute``).
 _DEFAULT_SHARED_LIMIT = 48 * 1024
 
@@ -396,6 +400,12 @@ def _device_array_argument(func: PrimFunc, spec: ParamSpec, arg: Any, known: dic
         raise ValueError(f"{where}: unusable __cuda_array_interface__: {error}") from None
     if array.dtype != spec.storage:
         raise TypeError(f"{where}: expected dtype {spec.dtype}, got {array.dtype}")
+    if array.pointer % DEVICE_ALIGNMENT and array.nbytes:
+        raise ValueError(
+            f"{where}: the device array starts at {array.pointer:#x}, not on a {DEVICE_ALIGNMENT}-byte boundary; the "
+            f"kernels copy up to {DEVICE_ALIGNMENT} bytes at a time (pass an array that starts its own allocation, "
+            "e.g. a fresh cupy/torch array or a .copy() / .clone() of a view)"
+        )
     if len(array.shape) != len(spec.shape):
         raise ValueError(
             f"{where}: expected shape {_shape_text(spec.shape)} ({len(spec.shape)} dimensions), got {array.shape}"
