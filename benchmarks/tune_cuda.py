@@ -73,9 +73,17 @@ def tune_one(workload: str, target: str, trials: int, gemm_size: int, log: Any) 
         log=log,
     )
     wall = time.perf_counter() - started
+    errors: dict[str, int] = {}
+    first_messages: dict[str, str] = {}
+    for record in result.database.records(func, target):
+        if record.error_kind is not None:
+            errors[record.error_kind] = errors.get(record.error_kind, 0) + 1
+            first_messages.setdefault(record.error_kind, record.error_msg[:300])
+    for kind, count in sorted(errors.items()):
+        print(f"[{workload}] {count} measurements failed ({kind}), the first: {first_messages[kind]}")
     best = result.best_func
     if best is None:
-        return {"workload": workload, "trials": result.trials, "tune_seconds": wall, "best": None}
+        return {"workload": workload, "trials": result.trials, "tune_seconds": wall, "best": None, "errors": errors}
     module = tir.build(best, target)
     rng = np.random.default_rng(7)
     if workload == "gemm":
@@ -94,6 +102,7 @@ def tune_one(workload: str, target: str, trials: int, gemm_size: int, log: Any) 
         "trials": result.trials,
         "tune_seconds": round(wall, 1),
         "cost_model": cost_model,
+        "errors": errors,
         "rel_error": error,
         "ours_ms": ours * 1e3,
         "ours_tflops": flops / ours / 1e12,
