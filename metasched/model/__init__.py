@@ -36,17 +36,19 @@ __all__ = [
 ]
 
 
-def extract_tasks(graph: Graph, target: str = "llvm", layout: str = "auto") -> list:  # type: ignore[type-arg]
+def extract_tasks(graph: Graph, target: str = "llvm", layout: str = "auto", winograd: bool = True) -> list:  # type: ignore[type-arg]
     """The model's tasks (``metasched.Task``), one per structurally distinct fused group,
-    weight = occurrences, with FLOP counts: what ``compile(graph, target, layout=layout)``
-    looks up in the database and replays. A graph with symbolic dimensions gives the tasks
-    of its representative sizes."""
+    weight = occurrences, with FLOP counts: what ``compile(graph, target, database=...,
+    layout=layout)`` looks up in the database and replays. A graph with symbolic dimensions
+    gives the tasks of its representative sizes. ``winograd``: the channels-last 3x3
+    convolutions that fit are tasks as Winograd F(2x2, 3x3) (``metasched.model.layout``),
+    which ``compile`` uses when it is given a database."""
     from metasched.model.compiled import representative_graph
     from metasched.model.fuse import lower_group, partition
     from metasched.model.layout import for_target
     from metasched.task import Task, workload_hash
 
-    graph = for_target(graph, target, layout)
+    graph = for_target(graph, target, layout, winograd)
     fixed = representative_graph(graph) if graph.symbolic else graph
     tasks: dict[str, Task] = {}
     for group in partition(graph):

@@ -67,6 +67,7 @@ def compile(  # noqa: A001 - the public name the design gives it
     work_dir: str | os.PathLike[str] | None = None,
     symbolic: Mapping[str, int] | None = None,
     layout: str = "auto",
+    winograd: bool | None = None,
 ) -> CompiledModel:
     """Compile a ``Graph`` (or an ONNX path / ModelProto) for ``target``.
 
@@ -76,7 +77,10 @@ def compile(  # noqa: A001 - the public name the design gives it
     a Graph carries its own from ``from_onnx``) keeps the named ``dim_param``s symbolic: one
     build runs every size, scheduled for the representative sizes given (``{"N": 8}``).
     ``layout``: ``"auto"`` runs 2-D convolutions and pooling channels-last on CPU targets
-    (``metasched.model.layout``), ``"NCHW"`` keeps the ONNX layout."""
+    (``metasched.model.layout``), ``"NCHW"`` keeps the ONNX layout. ``winograd``: run the
+    channels-last 3x3 convolutions that fit as Winograd F(2x2, 3x3); by default when a
+    ``database`` is given (``extract_tasks`` gives the tuner those tasks): tuned, they beat the
+    direct convolution, but their default schedules are slower than its."""
     import tir
     from metasched.model.fuse import lower_group, partition
     from metasched.model.graph import Graph
@@ -94,7 +98,7 @@ def compile(  # noqa: A001 - the public name the design gives it
         )
     from metasched.model.layout import for_target
 
-    graph = for_target(graph, target, layout)
+    graph = for_target(graph, target, layout, database is not None if winograd is None else winograd)
     representative = representative_graph(graph) if graph.symbolic else None
     report = CompileReport()
     groups = partition(graph)

