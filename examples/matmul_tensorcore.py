@@ -21,7 +21,7 @@ instructions in its SASS, and, where a GPU is present, runs it against numpy.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 from _common import run_example
@@ -55,8 +55,7 @@ def make_matmul(n: int) -> tir.PrimFunc:
     return matmul
 
 
-@dataclass(frozen=True)
-class Tiling:
+class Tiling(NamedTuple):
     """One hand schedule's shape: a ``block_m`` x ``block_n`` tile of C per thread block, split
     over ``warps_m`` x ``warps_n`` warps; ``k_tile`` of k per shared-memory stage; WMMA
     m16n16k16 fragments, or with ``mma`` the PTX ``mma.sync`` m16n8k16 with ``ldmatrix``."""
@@ -74,6 +73,10 @@ class Tiling:
         return f"{kind} {self.block_m}x{self.block_n}x{self.k_tile} warps {self.warps_m}x{self.warps_n}"
 
 
+#: The example's schedule: 64 x 64 tiles of C, 2 x 2 warps, k tiles of 32, WMMA.
+DEFAULT_TILING = Tiling()
+
+
 def _cooperative_fetch(sch: Schedule, block: object, tiling: Tiling) -> None:
     """Spread a shared-memory copy over all the block's threads, 8 elements (16 bytes) per copy."""
     loops = sch.get_loops(block)
@@ -85,7 +88,7 @@ def _cooperative_fetch(sch: Schedule, block: object, tiling: Tiling) -> None:
     sch.vectorize(vec)
 
 
-def schedule_matmul(func: tir.PrimFunc, pipelined: bool = True, tiling: Tiling = Tiling()) -> Schedule:
+def schedule_matmul(func: tir.PrimFunc, pipelined: bool = True, tiling: Tiling = DEFAULT_TILING) -> Schedule:
     """Tile, stage in shared memory, tensorize and pipeline the k loop (module docstring);
     ``pipelined=False`` leaves the k loop as it is, ``tiling`` picks the tile shapes."""
     t = tiling
@@ -168,7 +171,7 @@ def reference(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> dict[str, np.ndarr
     return {"C": a.astype(np.float32) @ b.astype(np.float32)}
 
 
-def build(n: int = 4096, target: str = TARGET, tiling: Tiling = Tiling()) -> object:
+def build(n: int = 4096, target: str = TARGET, tiling: Tiling = DEFAULT_TILING) -> object:
     """The scheduled ``n``^3 kernel built for ``target``: a ``tir.runtime.cuda.CUDAModule``."""
     return tir.build(schedule_matmul(make_matmul(n), tiling=tiling).func.replace(name="matmul_tensorcore"), target)
 
