@@ -251,7 +251,11 @@ def _read_pty(fd: int, until: float, stop: str | None = None) -> str:
 
 def _take_terminal() -> None:
     """In the child: make the pty (its stdin) its controlling terminal, so that ^C written to
-    the terminal reaches it as SIGINT, as from a keyboard."""
+    the terminal reaches it as SIGINT, as from a keyboard -- with SIGINT's default action: a
+    test run started in the background of a shell (``pytest &``) inherits SIGINT ignored."""
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
     fcntl.ioctl(0, termios.TIOCSCTTY, 0)
 
 
