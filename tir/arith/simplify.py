@@ -831,3 +831,12 @@ def simplify(expr: PrimExpr, dom_map: Mapping[Var, Range] | None = None) -> Prim
     for var, dom in (dom_map or {}).items():
         analyzer.bind(var, dom)
     return analyzer.simplify(expr)
+
+
+def is_multiple(expr: PrimExpr, factor: int) -> bool:
+    """Whether ``expr`` is provably a multiple of ``factor`` for every value of its variables
+    (an address offset that a vector access of ``factor`` elements may take as aligned)."""
+    if factor == 1:
+        return True
+    rest = simplify(FloorMod(expr, IntImm(factor, expr.dtype)))
+    return isinstance(rest, IntImm) and rest.value == 0

@@ -289,7 +289,7 @@ class CudaFunctionCodegen:
         (``uint4``: one 128-bit LDG/LDS and STG/STS instead of eight 16-bit ones); None for
         anything else (it prints as a serial loop). Shared arrays are declared 16-byte aligned,
         buffer parameters are assumed to be (the runtime checks device arrays' pointers)."""
-        from tir.arith import simplify
+        from tir.arith import is_multiple, simplify
         from tir.ir.functor import substitute
 
         store = loop.body
@@ -311,7 +311,7 @@ class CudaFunctionCodegen:
             step = simplify(indices[0] - base)
             if step is not loop.loop_var:
                 return None
-            if not _is_multiple(base, lanes):
+            if not is_multiple(base, lanes):
                 return None
             bases.append(self.access(buffer, (base,)))
         return f"*({vector_type}*)(&{bases[0]}) = *(const {vector_type}*)(&{bases[1]});"
@@ -586,16 +586,6 @@ class CudaFunctionCodegen:
 
 #: The CUDA type of a vector copy by its bytes.
 _VECTOR_COPY_TYPES = {4: "unsigned", 8: "uint2", 16: "uint4"}
-
-
-def _is_multiple(expr: PrimExpr, factor: int) -> bool:
-    """Whether ``expr`` is provably a multiple of ``factor`` for every value of its variables."""
-    from tir.arith import simplify
-
-    if factor == 1:
-        return True
-    rest = simplify(E.FloorMod(expr, IntImm(factor, expr.dtype)))
-    return isinstance(rest, IntImm) and rest.value == 0
 
 
 def _is_zero(expr: PrimExpr) -> bool:

@@ -58,7 +58,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from tir.arith import simplify
+from tir.arith import is_multiple, simplify
 from tir.ir import (
     Allocate,
     Buffer,
@@ -171,13 +171,6 @@ def _flat_offset(buffer: Buffer, indices: Sequence[PrimExpr]) -> PrimExpr:
     return simplify(total)
 
 
-def _is_multiple(expr: PrimExpr, factor: int) -> bool:
-    if factor == 1:
-        return True
-    rest = simplify(E.FloorMod(expr, IntImm(factor, expr.dtype)))
-    return isinstance(rest, IntImm) and rest.value == 0
-
-
 def _async_copy(dst: BufferLoad, src: BufferLoad, nbytes: int) -> Stmt:
     return Evaluate(Call(_HANDLE, "ptx_cp_async", (dst, src, IntImm(nbytes))))
 
@@ -239,7 +232,7 @@ class _AsyncCopies(IRMutator):
         src = BufferLoad(load.buffer, tuple(substitute(i, zero) for i in load.indices))
         # cp.async needs both addresses aligned to the copy size (buffers start 16-byte aligned).
         for ref in (dst, src):
-            if ref.buffer.elem_offset is not None or not _is_multiple(_flat_offset(ref.buffer, ref.indices), lanes):
+            if ref.buffer.elem_offset is not None or not is_multiple(_flat_offset(ref.buffer, ref.indices), lanes):
                 return None
         return _async_copy(dst, src, nbytes)
 
