@@ -869,6 +869,8 @@ class CUDAModule(Module):
         """The loaded cubin; built for an older architecture than this GPU's, the source is
         compiled again for the GPU's own (a cubin holds machine code of one architecture
         family: sm_80 code does not load on an sm_90 device) -- ``loaded_arch`` says which ran."""
+        from tir.target import Target
+
         built_for = getattr(self.target, "arch", "") or "sm_80"
         try:
             handle = driver.load(self.cubin)
@@ -877,7 +879,12 @@ class CUDAModule(Module):
         except CUDADeviceError as error:
             failure = error
         native = driver.arch()
-        if native is not None and native != built_for and _arch_number(native) > _arch_number(built_for):
+        newer = (
+            native is not None
+            and Target.parse(f"cuda -arch={native}").compute_capability
+            > Target.parse(f"cuda -arch={built_for}").compute_capability
+        )
+        if newer:
             from tir.codegen.cuda_compile import compile_cuda
 
             image = compile_cuda(self.source, native)
@@ -1010,12 +1017,6 @@ def _free_quietly(driver: _Driver, allocation: Any) -> None:
         driver.free(allocation)
     except Exception:  # the error already propagating says what went wrong
         pass
-
-
-def _arch_number(arch: str) -> int:
-    """``"sm_90a"`` -> 90."""
-    digits = arch.removeprefix("sm_").rstrip("a")
-    return int(digits) if digits.isdigit() else 0
 
 
 def _unload_quietly(driver: _Driver, handle: Any) -> None:
