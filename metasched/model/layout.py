@@ -77,14 +77,19 @@ class _Rewriter:
         info = self.infos.get(name)
         return info is not None and len(info.shape) == 4
 
+    def new_twin(self, name: str) -> str:
+        """Name (and describe) the channels-last twin of the NCHW value ``name``."""
+        twin = f"{name}.nhwc"
+        info = self.infos[name]
+        self.infos[twin] = TensorInfo(_permute(info.shape, TO_LAST), info.dtype)
+        self.twin[name] = twin
+        return twin
+
     def to_last(self, name: str) -> str:
         """The channels-last twin of ``name``, transposing the NCHW value when there is none."""
         if name not in self.twin:
-            twin = f"{name}.nhwc"
-            info = self.infos[name]
-            self.infos[twin] = TensorInfo(_permute(info.shape, TO_LAST), info.dtype)
+            twin = self.new_twin(name)
             self.nodes.append(Node("Transpose", f"{name}.to_nhwc", [name], [twin], {"perm": TO_LAST}))
-            self.twin[name] = twin
         return self.twin[name]
 
     def to_first(self, name: str) -> None:
@@ -130,7 +135,7 @@ class _Rewriter:
             return constants_fit and all(self.rank4(n) for n in data)
         return False
 
-    def winograd(self, node: Node) -> bool:
+    def fits_winograd(self, node: Node) -> bool:
         """Whether a channels-last Conv runs as Winograd F(2x2, 3x3) (``WinogradConv``): 3x3,
         stride 1, no dilation, one group, padding 1 on every side, float32 constant weights,
         an even output height and width (whole 2x2 tiles)."""
@@ -159,16 +164,12 @@ class _Rewriter:
                 self.constants[name] = value
                 self.infos[name] = TensorInfo(value.shape, "float32")
         inputs = [self.to_last(node.inputs[0]), transformed, "winograd.Bt", "winograd.At", *node.inputs[2:3]]
-        output = node.outputs[0]
-        twin = f"{output}.nhwc"
-        self.infos[twin] = TensorInfo(_permute(self.infos[output].shape, TO_LAST), self.infos[output].dtype)
-        self.twin[output] = twin
-        self.nodes.append(Node("WinogradConv", node.name, inputs, [twin], {}))
+        self.nodes.append(Node("WinogradConv", node.name, inputs, [self.new_twin(node.outputs[0])], {}))
 
     def convert(self, node: Node) -> None:
         attrs = dict(node.attrs)
         inputs = list(node.inputs)
-        if node.op_type == "Conv" and self.use_winograd and self.winograd(node):
+        if node.op_type == "Conv" and self.use_winograd and self.fits_winograd(node):
             self.convert_winograd(node)
             return
         if node.op_type == "Conv":
@@ -200,11 +201,7 @@ class _Rewriter:
             if not name:
                 outputs.append(name)
                 continue
-            twin = f"{name}.nhwc"
-            info = self.infos[name]
-            self.infos[twin] = TensorInfo(_permute(info.shape, TO_LAST), info.dtype)
-            self.twin[name] = twin
-            outputs.append(twin)
+            outputs.append(self.new_twin(name))
         self.nodes.append(replace(node, inputs=inputs, outputs=outputs, attrs=attrs))
 
     def run(self) -> Graph:

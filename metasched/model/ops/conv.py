@@ -159,6 +159,11 @@ def lower_conv(
     return ctx.builder.reduce(ctx.stage, shape, axes, element, "sum", dtype=acc_dtype)
 
 
+def _add_bias(y: Tensor, bias: Tensor, channel: int) -> Tensor:
+    """``y`` plus the per-channel ``bias`` along axis ``channel`` (an epilogue: fused, not stored)."""
+    return lazy(y.shape, y.dtype, lambda *i: y[i] + bias[(i[channel],)])
+
+
 @register("Conv", kind="complex")
 def _conv(ctx: OpContext, inputs: list[Any]) -> list[Tensor]:
     x, w = inputs[0], inputs[1]
@@ -167,8 +172,7 @@ def _conv(ctx: OpContext, inputs: list[Any]) -> list[Tensor]:
     y = lower_conv(ctx, x, w, x.dtype, last=last)
     if bias is None:
         return [y]
-    channel = -1 if last else 1
-    return [lazy(y.shape, y.dtype, lambda *i: y[i] + bias[(i[channel],)])]
+    return [_add_bias(y, bias, -1 if last else 1)]
 
 
 @register("WinogradConv", kind="complex")
@@ -219,9 +223,7 @@ def _winograd_conv(ctx: OpContext, inputs: list[Any]) -> list[Tensor]:
         return at[h % 2, e] * at[w % 2, nu] * products[e, nu, p, m]
 
     y = ctx.builder.reduce(ctx.stage, (batch, height, width, outputs), (4, 4), output_tile, "sum", dtype=x.dtype)
-    if bias is None:
-        return [y]
-    return [lazy(y.shape, y.dtype, lambda *i: y[i] + bias[(i[-1],)])]
+    return [y if bias is None else _add_bias(y, bias, -1)]
 
 
 @register("ConvTranspose", kind="complex")
@@ -273,6 +275,4 @@ def _conv_transpose(ctx: OpContext, inputs: list[Any]) -> list[Tensor]:
         return select(conjunction(conds), value, const(0.0, x.dtype))
 
     y = ctx.builder.reduce(ctx.stage, shape, (cpg, *kernel), element, "sum", dtype=x.dtype)
-    if bias is None:
-        return [y]
-    return [lazy(y.shape, y.dtype, lambda *i: y[i] + bias[(i[1],)])]
+    return [y if bias is None else _add_bias(y, bias, 1)]
