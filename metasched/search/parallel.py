@@ -14,9 +14,12 @@ would re-import the caller's script) -- and collects the results in order:
 (``shared_maker(workers)`` keeps one for the process: ``metasched.tune`` uses that.) Each result is a ``Candidate`` or a ``Rejected``, the same as ``make_candidate`` in this process
 with the same seed gives: the search draws every seed itself, so the candidates do not depend on
 the number of workers. The task's program, sketches and postprocessors travel with each chunk as
-one pickled payload (tens of kilobytes), unpickled once per worker and kept by its digest. A worker
-process that dies takes the pool with it: the maker says so once and makes the rest in this
-process.
+one pickled payload (tens of kilobytes), unpickled once per worker and kept by its digest. The
+payload is pickled with ``cloudpickle``, so postprocessors defined in the user's script travel
+too, and it carries what this process registered at run time (``tir.registrations``: a user's
+tensor intrinsics, say), installed in the worker before anything is made; a worker that cannot
+install or unpickle them raises ``RegistrationError`` here, in one line. A worker process that dies
+takes the pool with it: the maker says so once and makes the rest in this process.
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ from typing import Any
 
 from metasched.search.candidate import Candidate, Rejected, finish_candidate, make_candidate
 from tir.ir import PrimFunc
+from tir.registrations import RegistrationError, capture, install
 from tir.schedule import Trace
 
 __all__ = ["CandidateMaker", "FinishJob", "Job", "MadeProgram", "shared_maker"]
@@ -93,7 +97,20 @@ def _work_chunk(kind: str, digest: str, payload: bytes | None, items: list[Any])
             return [("unknown",)]  # this worker does not have the task: the search sends it again
         if len(_payloads) >= 4:
             _payloads.pop(next(iter(_payloads)))
-        _payloads[digest] = pickle.loads(payload)
+        try:
+            registrations, task = pickle.loads(payload)
+            install(registrations)
+            _payloads[digest] = pickle.loads(task)
+        except RegistrationError as error:
+            return [("error", str(error))]
+        except ImportError as error:
+            return [
+                (
+                    "error",
+                    f"a candidate-making process cannot import module {error.name!r}, needed by a "
+                    "postprocessor or the task given to the search",
+                )
+            ]
     func, sketches, postprocs = _payloads[digest]
     if kind == "make":
         return [_encode(make_here(func, sketches, postprocs, job)) for job in items]
@@ -159,7 +176,7 @@ class CandidateMaker:
         self.min_parallel = min_parallel
         self._pool: list[_Worker] = []
         self._broken = False
-        self._task: tuple[Any, ...] | None = None  # (func, sketches, postprocs, digest, payload)
+        self._task: tuple[Any, ...] | None = None  # (func, sketches, postprocs, digest, payload, registrations)
 
     def make_many(
         self, func: PrimFunc, sketches: Sequence[Trace], postprocs: Sequence[Any], jobs: Sequence[Job]
@@ -194,11 +211,22 @@ class CandidateMaker:
         return [finish_here(func, sketches, postprocs, candidate) for candidate in given]
 
     def _payload(self, func: PrimFunc, sketches: Sequence[Trace], postprocs: Sequence[Any]) -> tuple[str, bytes]:
-        """The task pickled once (the search passes the same objects every round)."""
+        """The task pickled once (the search passes the same objects every round), with this
+        process's run-time registrations (made again when they change)."""
+        import cloudpickle
+
+        registrations = capture()
         kept = self._task
-        if kept is None or kept[0] is not func or kept[1] is not sketches or kept[2] is not postprocs:
-            payload = pickle.dumps((func, list(sketches), list(postprocs)))
-            kept = self._task = (func, sketches, postprocs, hashlib.sha1(payload).hexdigest(), payload)
+        if (
+            kept is None
+            or kept[0] is not func
+            or kept[1] is not sketches
+            or kept[2] is not postprocs
+            or kept[5] is not registrations
+        ):
+            task = cloudpickle.dumps((func, list(sketches), list(postprocs)), protocol=pickle.HIGHEST_PROTOCOL)
+            payload = pickle.dumps((registrations, task), protocol=pickle.HIGHEST_PROTOCOL)
+            kept = self._task = (func, sketches, postprocs, hashlib.sha1(payload).hexdigest(), payload, registrations)
         return kept[3], kept[4]
 
     def _dispatch(
@@ -219,6 +247,7 @@ class CandidateMaker:
         # Items dealt round-robin (neighbouring ones often cost alike), one chunk per worker.
         count = min(len(items), len(self._pool))
         replies: dict[int, list[tuple[Any, ...]]] = {}
+        failure: str | None = None
         try:
             todo = list(range(count))
             while todo:
@@ -237,6 +266,9 @@ class CandidateMaker:
                         if reply and reply[0] == ("unknown",):
                             self._pool[index].digests.discard(digest)
                             todo.append(index)
+                        elif reply and reply[0][0] == "error":
+                            self._pool[index].digests.discard(digest)
+                            failure = reply[0][1]
                         else:
                             replies[index] = reply
         except (EOFError, OSError) as error:
@@ -248,6 +280,8 @@ class CandidateMaker:
             # Interrupted (Ctrl-C) while replies are due: they would answer the next round.
             self.close(kill=True)
             raise
+        if failure is not None:
+            raise RegistrationError(failure)
         results: list[Candidate | Rejected | None] = [None] * len(items)
         for index, reply in replies.items():
             for position, item in zip(range(index, len(items), count), reply):

@@ -16,7 +16,8 @@ An intrinsic exact only on part of an operand's dtype range says so with ``opera
 says whether a program's declared value ranges (``T.func_attr({"value_ranges": {...}})``) fit.
 
 The built-in intrinsics (x86-64, AArch64, NVIDIA) register themselves when ``tir.intrin`` is
-imported.
+imported. Intrinsics registered at run time (in a user's script) reach the tuner's worker
+processes, local or on dask, through ``tir.registrations``.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ import difflib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
+from tir import registrations
 from tir.ir import PrimFunc
 from tir.target import Target
 
@@ -53,6 +55,7 @@ class TensorIntrin:
     doc: str = ""
     extra_check: Callable[[Target], bool] | None = field(default=None, compare=False)
     operand_ranges: dict[str, tuple[int, int]] = field(default_factory=dict, compare=False)
+    builtin: bool = field(default=False, compare=False)  # registered by tensorir's own modules
 
     def available(self, target: str | Target | None) -> bool:
         resolved = Target.parse(target)
@@ -75,11 +78,13 @@ class TensorIntrin:
         override: bool = False,
         extra_check: Callable[[Target], bool] | None = None,
         operand_ranges: Mapping[str, tuple[int, int]] | None = None,
+        builtin: bool = False,
     ) -> TensorIntrin:
         """Register ``desc`` / ``impl`` under ``name``; refuses a second registration unless
         ``override``. Checks that both have buffer parameters of the same shapes and dtypes, and
         that ``operand_ranges`` (``{"A": (0, 127)}``) names integer desc parameters with ranges
-        inside their dtypes."""
+        inside their dtypes. ``builtin`` is for tensorir's own modules (every process has those
+        intrinsics): any other registration is shipped to the tuner's worker processes."""
         if not isinstance(desc, PrimFunc) or not isinstance(impl, PrimFunc):
             raise IntrinError(f"intrinsic {name!r}: desc and impl must be @T.script functions")
         if name in _REGISTRY and not override:
@@ -96,8 +101,9 @@ class TensorIntrin:
                     f"but {i.dtype}{list(map(str, i.shape))} in impl"
                 )
         ranges = _check_operand_ranges(name, desc, operand_ranges or {})
-        intrin = TensorIntrin(name, desc, impl, isa, tuple(required_features), doc, extra_check, ranges)
+        intrin = TensorIntrin(name, desc, impl, isa, tuple(required_features), doc, extra_check, ranges, builtin)
         _REGISTRY[name] = intrin
+        registrations.changed()
         return intrin
 
     @staticmethod
@@ -145,6 +151,17 @@ _REGISTRY: dict[str, TensorIntrin] = {}
 _BUILTINS_LOADED = False
 
 
+def runtime_registrations() -> list[tuple[str, TensorIntrin]]:
+    """The intrinsics registered at run time (not built in): ``tir.registrations`` ships them."""
+    return [(f"tensor intrinsic {name!r}", intrin) for name, intrin in _REGISTRY.items() if not intrin.builtin]
+
+
+def install_registration(intrin: TensorIntrin) -> None:
+    """Register an intrinsic received from the tuning process (replacing one of the same name)."""
+    _REGISTRY[intrin.name] = intrin
+    registrations.changed()
+
+
 def _load_builtins() -> None:
     """Import the built-in intrinsic modules once (they call ``TensorIntrin.register``)."""
     global _BUILTINS_LOADED
@@ -160,6 +177,8 @@ def _load_builtins() -> None:
             if error.name != module:
                 raise
 
+
+registrations.add_provider(__name__)
 
 from tir.intrin.ranges import VALUE_RANGES_ATTR, check_operand_ranges, declared_value_ranges  # noqa: E402
 

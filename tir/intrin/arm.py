@@ -63,6 +63,7 @@ TensorIntrin.register(
     isa="aarch64",
     required_features=("neon",),
     doc="float32 C[4, 16] += A[4, 4] @ B[4, 16] with broadcast + fused multiply-add (NEON fmla)",
+    builtin=True,
 )
 TensorIntrin.register(
     NEON_SDOT,
@@ -71,4 +72,5 @@ TensorIntrin.register(
     isa="aarch64",
     required_features=("neon", "dotprod"),
     doc="int32 C[4] += int8 A[4] . int8 B[4, 4] (sdot); exact",
+    builtin=True,
 )

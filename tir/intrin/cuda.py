@@ -74,8 +74,8 @@ MMA_STORE_F32_GLOBAL = "mma_store_16x8_f32_global"
 MMA_STORE_F32_SHARED = "mma_store_16x8_f32_shared"
 
 # The tile ops run collectively on one warp: the validator checks where they sit.
-register_warp_level_op("wmma_", prefix=True)
-register_warp_level_op("ptx_", prefix=True)
+register_warp_level_op("wmma_", prefix=True, builtin=True)
+register_warp_level_op("ptx_", prefix=True, builtin=True)
 
 
 def _copy(
@@ -232,7 +232,14 @@ def _sync(n: int, acc: str, scopes: tuple[str, str, str], op: str) -> tuple[Prim
 
 def _register(name: str, pair: tuple[PrimFunc, PrimFunc], doc: str, min_cc: int = 70) -> None:
     TensorIntrin.register(
-        name, pair[0], pair[1], isa="cuda", doc=doc, override=True, extra_check=lambda t: t.compute_capability >= min_cc
+        name,
+        pair[0],
+        pair[1],
+        isa="cuda",
+        doc=doc,
+        override=True,
+        extra_check=lambda t: t.compute_capability >= min_cc,
+        builtin=True,
     )
 
 

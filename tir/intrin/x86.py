@@ -214,6 +214,7 @@ TensorIntrin.register(
     isa="x86_64",
     required_features=("avx2", "fma"),
     doc="float32 C[4, 16] += A[4, 4] @ B[4, 16] with broadcast + fused multiply-add (AVX2/FMA)",
+    builtin=True,
 )
 TensorIntrin.register(
     AVX2_U7S8_DOT,
@@ -223,6 +224,7 @@ TensorIntrin.register(
     required_features=("avx2",),
     doc="int32 C[8] += uint8 A[4] . int8 B[8, 4] (vpmaddubsw + vpmaddwd); exact only for A < 128",
     operand_ranges={"A": (0, U7_MAX)},
+    builtin=True,
 )
 TensorIntrin.register(
     VNNI_U8S8_DOT,
@@ -231,6 +233,7 @@ TensorIntrin.register(
     isa="x86_64",
     required_features=("avx512vnni", "avx512vl"),
     doc="int32 C[8] += uint8 A[4] . int8 B[8, 4] (vpdpbusd, 256-bit); exact for all inputs",
+    builtin=True,
 )
 TensorIntrin.register(
     AVX2_S8S8_DOT,
@@ -239,6 +242,7 @@ TensorIntrin.register(
     isa="x86_64",
     required_features=("avx2",),
     doc="int32 C[8] += int8 A[4] . int8 B[8, 4] (int16 widening + vpmaddwd + vphaddd); exact for all inputs",
+    builtin=True,
 )
 TensorIntrin.register(
     AVX2_U8S8_DOT,
@@ -247,4 +251,5 @@ TensorIntrin.register(
     isa="x86_64",
     required_features=("avx2",),
     doc="int32 C[8] += uint8 A[4] . int8 B[8, 4] (int16 widening + vpmaddwd + vphaddd); exact for all inputs",
+    builtin=True,
 )

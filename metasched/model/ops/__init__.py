@@ -22,6 +22,7 @@ import numpy as np
 
 from metasched.model.symbolic import Dim, dims_equal, shape_text
 from metasched.model.te import FuncBuilder, Tensor, lazy
+from tir import registrations
 from tir.ir import Cast, PrimExpr, Select, const
 from tir.ir.expr import max_expr, min_expr
 
@@ -85,12 +86,34 @@ OPS: dict[str, OpDef] = {}
 
 
 def register(*op_types: str, kind: str, value_inputs: Sequence[int] = ()) -> Callable[[Lowering], Lowering]:
+    """Register ``fn`` as the lowering of ``op_types`` (replacing the library's, if any). One
+    registered outside ``metasched`` (in a user's script) also reaches the tuner's worker
+    processes (``tir.registrations``)."""
+
     def wrap(fn: Lowering) -> Lowering:
         for op_type in op_types:
             OPS[op_type] = OpDef(op_type, fn, kind, frozenset(value_inputs))
+        registrations.changed()
         return fn
 
     return wrap
+
+
+def runtime_registrations() -> list[tuple[str, OpDef]]:
+    """The operators registered at run time: those whose lowering is not the library's own."""
+    return [
+        (f"ONNX operator {op_type!r}", op)
+        for op_type, op in OPS.items()
+        if not getattr(op.lower, "__module__", "").startswith("metasched.")
+    ]
+
+
+def install_registration(op: OpDef) -> None:
+    OPS[op.op_type] = op
+    registrations.changed()
+
+
+registrations.add_provider(__name__)
 
 
 # ---------------------------------------------------------------- helpers shared by the families

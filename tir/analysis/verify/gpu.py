@@ -33,6 +33,7 @@ values selects a different warp.
 
 from __future__ import annotations
 
+from tir import registrations
 from tir.analysis.verify._context import (
     Kernel,
     Program,
@@ -57,16 +58,40 @@ INTRINSIC_RULE = "intrinsic-scope"
 
 _WARP_LEVEL_OPS: set[str] = set()
 _WARP_LEVEL_PREFIXES: list[str] = ["wmma.", "mma.", "ldmatrix", "mma_sync"]
+#: Registered by tensorir's own modules (every process has them): (name, prefix) pairs.
+_BUILTIN_WARP_LEVEL: set[tuple[str, bool]] = {(name, True) for name in _WARP_LEVEL_PREFIXES}
 
 
-def register_warp_level_op(name: str, prefix: bool = False) -> None:
+def register_warp_level_op(name: str, prefix: bool = False, builtin: bool = False) -> None:
     """Declare that calls of ``name`` (or, with ``prefix=True``, of every name starting with it)
-    run collectively on one warp; the validator then checks where they sit."""
+    run collectively on one warp; the validator then checks where they sit. ``builtin`` is for
+    tensorir's own modules: any other declaration reaches the tuner's worker processes
+    (``tir.registrations``)."""
     if prefix:
         if name not in _WARP_LEVEL_PREFIXES:
             _WARP_LEVEL_PREFIXES.append(name)
     else:
         _WARP_LEVEL_OPS.add(name)
+    if builtin:
+        _BUILTIN_WARP_LEVEL.add((name, prefix))
+    registrations.changed()
+
+
+def runtime_registrations() -> list[tuple[str, tuple[str, bool]]]:
+    """The warp-level declarations made at run time (``tir.registrations`` ships them)."""
+    declared = [(name, False) for name in sorted(_WARP_LEVEL_OPS)] + [(name, True) for name in _WARP_LEVEL_PREFIXES]
+    return [
+        (f"warp-level {'prefix' if prefix else 'operation'} {name!r}", (name, prefix))
+        for name, prefix in declared
+        if (name, prefix) not in _BUILTIN_WARP_LEVEL
+    ]
+
+
+def install_registration(item: tuple[str, bool]) -> None:
+    register_warp_level_op(*item)
+
+
+registrations.add_provider(__name__)
 
 
 def is_warp_level_op(name: str) -> bool:
