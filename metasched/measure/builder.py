@@ -49,6 +49,9 @@ class Job:
     best: float | None = None  # the best seconds so far: a candidate far slower is timed once
     budget: float = 1.0  # seconds of timed runs at most (fewer repeats for slow candidates)
     flush_cache: bool = False  # evict the caches before every timed run (cold operands)
+    # What the tuning process registered at run time (``tir.registrations``): the measuring
+    # process installs it before building. The jobs of a batch share one object.
+    registrations: Any = None
 
 
 @dataclass(frozen=True)

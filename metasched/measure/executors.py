@@ -43,6 +43,7 @@ from multiprocessing.connection import Connection, wait
 from typing import Any
 
 from metasched.measure.builder import Job, build_job, built_modules, first_line
+from tir.registrations import RegistrationError, install
 
 __all__ = ["LocalPool", "close_local_pools", "measure_batch", "serve", "start_worker_process"]
 
@@ -116,8 +117,9 @@ def _program_key(job: Job) -> int:
 
 def serve(connection: Connection) -> None:
     """A worker's loop, until its connection closes. Messages: ("build", key, job),
-    ("run", key, job), ("reference", ref_key, program, target), ("set_reference", ref_key,
-    reference), ("drop", key). Every message but the last two gets one reply."""
+    ("run", key, job), ("reference", ref_key, program, target), ("register", registrations),
+    ("set_reference", ref_key, reference), ("drop", key). Every message but the last two gets
+    one reply."""
     from metasched.measure.runner import compute_reference, run_job
 
     _warm_up()
@@ -158,6 +160,12 @@ def serve(connection: Connection) -> None:
                 else:
                     keep(message[1], reference)
                     reply = {"reference": reference, "seconds": time.perf_counter() - start}
+            elif kind == "register":
+                try:
+                    install(message[1])
+                    reply = {"registered": True}
+                except RegistrationError as error:
+                    reply = {"error_kind": "registration", "error_msg": str(error)}
             elif kind == "set_reference":
                 keep(message[1], message[2])
                 continue
@@ -200,6 +208,7 @@ class _Worker:
         self.process, self.connection = start_worker_process("metasched.measure.executors")
         self.built: set[int] = set()  # keys of modules built here and not yet run
         self.ready = False  # started up (imports and warm-up done)
+        self.registered: str | None = None  # digest of the run-time registrations installed here
 
     @property
     def alive(self) -> bool:
@@ -279,6 +288,7 @@ class LocalPool:
         # Which worker built a program last (by its encoded bytes and target): a program measured
         # again (the best re-timed at the end) goes back there, to its build cache.
         self.builders: OrderedDict[int, int] = OrderedDict()
+        self.registrations: Any = None  # of the batch being measured (``tir.registrations``)
 
     def _worker(self, index: int) -> _Worker:
         while len(self.workers) <= index:
@@ -300,6 +310,9 @@ class LocalPool:
                 raise
 
     def _measure(self, jobs: Sequence[Job]) -> list[dict[str, Any]]:
+        # The registrations go to each worker once (``_register``), not with every message.
+        self.registrations = next((job.registrations for job in jobs if job.registrations is not None), None)
+        jobs = [job if job.registrations is None else replace(job, registrations=None) for job in jobs]
         while len(self.references) > _POOL_REFERENCES:
             self.references.popitem(last=False)
         results: list[dict[str, Any]] = [{} for _ in jobs]
@@ -384,6 +397,7 @@ class LocalPool:
                 task = self._next_task(tasks, jobs, w)
                 if task is None:
                     continue  # what is left goes to the workers that built it before
+                self._register(worker)
                 if task[0] == "reference":
                     job = missing[task[1]]
                     sent = worker.send(("reference", task[1], job.reference, job.target))
@@ -414,6 +428,18 @@ class LocalPool:
                 del waiting[w]
                 self._finish(task, reply, w, results, built, jobs)
         return built
+
+    def _register(self, worker: _Worker) -> None:
+        """Install the batch's run-time registrations in ``worker`` unless it has them; a
+        worker that cannot is the tuning setup's fault, not a candidate's: RegistrationError."""
+        registrations = self.registrations
+        if registrations is None or worker.registered == registrations.digest:
+            return
+        reply = worker.request(("register", registrations), _START_TIMEOUT, "while installing registrations")
+        if reply.get("error_kind") == "registration":
+            raise RegistrationError(reply["error_msg"])
+        if reply.get("registered"):
+            worker.registered = registrations.digest
 
     def _next_task(
         self, tasks: deque[tuple[str, Any]], jobs: Sequence[Job], worker_index: int
