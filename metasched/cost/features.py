@@ -22,13 +22,24 @@ What a row holds:
   bytes touched between two uses), estimated traffic through a 32 KiB and a 1 MiB cache;
 - arithmetic intensity (operations per unique byte and per estimated cache traffic);
 - allocations (the stored buffer's size and scope when the program allocates it, and the total
-  allocated), tensor intrinsic use, whether the store is a reduction's init.
+  allocated), tensor intrinsic use, whether the store is a reduction's init;
+- ``misc.features_incomplete``: 1 where a feature could not be computed (see below).
 
 Footprints come from the index expressions with block bindings substituted: affine indices
 (the common case) give exact spans from their coefficients, other indices (``v // 16``,
-``v % 16`` of packed layouts) from interval arithmetic over the loops inside each level. The
-walk is direct (no lowering passes): the tiled and packed 1024^3 matmul of
-examples/matmul_schedule.py takes about 0.33 ms (median of 200 runs).
+``v % 16`` of packed layouts, the clamped ``Select`` of a gather, a ``BufferLoad`` of an
+indirect index) from ``tir.arith``'s constant bounds over the loops inside each level (an
+unbounded index spans its whole dimension), and their strides from evaluating them at two
+points (``tir.arith``'s evaluator, its simplifier where that falls short; an index that depends
+on loaded data is assumed to move by one element per iteration). The walk is direct (no
+lowering passes): the tiled and packed 1024^3 matmul of examples/matmul_schedule.py takes
+about 0.5 ms (best of 200 runs).
+
+Extraction never stops a tune: an exception while describing one access, one statement or one
+block degrades that part (a whole-buffer footprint, an empty row, the block left out) and sets
+``misc.features_incomplete`` on the rows concerned (every row when the block walk failed); the
+width of a row never changes. The exception is logged at debug level (logger
+``metasched.cost.features``).
 
 A call statement (a tensor intrinsic writing through pointers, e.g. WMMA) is a row too, its
 buffer operands covering their whole match_buffer regions; accesses through a match_buffer
@@ -37,12 +48,16 @@ view are described as accesses of the viewed buffer.
 
 from __future__ import annotations
 
+import logging
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
 
+from tir.arith import Analyzer
+from tir.arith.bound import BoundEvaluator, ConstIntBound
+from tir.arith.evaluate import evaluate_int
 from tir.ir import (
     EQ,
     GE,
@@ -53,6 +68,7 @@ from tir.ir import (
     Add,
     Allocate,
     And,
+    BinaryOp,
     Block,
     BlockRealize,
     Broadcast,
@@ -70,6 +86,7 @@ from tir.ir import (
     ForKind,
     IfThenElse,
     IntImm,
+    IRMutator,
     IterKind,
     Let,
     LetStmt,
@@ -88,6 +105,7 @@ from tir.ir import (
     Sub,
     Var,
 )
+from tir.ir.functor import contains
 
 __all__ = ["FEATURE_NAMES", "MAX_ACCESSES", "NUM_FEATURES", "extract_features"]
 
@@ -186,6 +204,7 @@ _REST = (
     "log_num_rows",
     "target_vector_bytes",
     "log_target_cores",
+    "features_incomplete",
 )
 
 FEATURE_NAMES: tuple[str, ...] = (
@@ -209,6 +228,9 @@ _MATH_CALLS = frozenset(
     "exp exp2 log log2 log10 sqrt rsqrt tanh sigmoid erf sin cos pow floor ceil round trunc abs isnan".split()
 )
 _INTRIN_CALLS = frozenset(("call_llvm_intrin", "call_llvm_pure_intrin"))
+
+
+_log_errors = logging.getLogger(__name__)
 
 
 def _log(x: float) -> float:
@@ -253,6 +275,16 @@ class _Context:
     unroll_explicit: list[bool] = field(default_factory=list)
     tensorized: list[bool] = field(default_factory=list)
     rows: list[np.ndarray] = field(default_factory=list)
+    # Set when a block could not be walked: every row is then flagged incomplete.
+    incomplete: bool = False
+
+    def marks(self) -> tuple[int, int, int, int]:
+        """The depths of the stacks, to restore after a block whose walk failed."""
+        return (len(self.loops), len(self.auto_unroll), len(self.unroll_explicit), len(self.tensorized))
+
+    def restore(self, marks: tuple[int, int, int, int]) -> None:
+        for stack, depth in zip((self.loops, self.auto_unroll, self.unroll_explicit, self.tensorized), marks):
+            del stack[depth:]
 
 
 class _ExprStats:
@@ -294,19 +326,25 @@ class _ExprStats:
         found.lanes = max(found.lanes, lanes)
 
     def index(self, expr: PrimExpr) -> None:
-        """Count the integer arithmetic of an index expression (addresses cost instructions too)."""
+        """Count the integer arithmetic of an index expression (addresses cost instructions too):
+        every operation, select, cast and call; a load inside the index (an indirect index, a
+        gather) is an access of its own."""
         stack = [expr]
         ops = 0
         while stack:
             node = stack.pop()
-            if isinstance(node, (Add, Sub, Mul, FloorDiv, FloorMod, Div, Min, Max)):
-                ops += 1
-                stack.append(node.a)
-                stack.append(node.b)
-            elif isinstance(node, Ramp):
-                stack.append(node.base)
-            elif isinstance(node, BufferLoad):
+            cls = type(node)
+            if cls in (Var, IntImm, FloatImm, StringImm):
+                continue
+            if cls is BufferLoad:
                 self.visit(node)
+            elif cls is Ramp:
+                stack.append(node.base)
+            elif cls is Broadcast or cls is Let:
+                stack.extend(_children(node))
+            else:
+                ops += 1
+                stack.extend(_children(node))
         self.counts[_A["index_op"]] += ops
 
     def visit(self, expr: PrimExpr) -> None:
@@ -394,15 +432,27 @@ class _ExprStats:
         return False
 
 
+#: Expression class -> the names of its fields that hold expressions (or tuples of them).
+_EXPR_FIELDS: dict[type, tuple[str, ...]] = {}
+
+
 def _children(expr: PrimExpr) -> tuple[PrimExpr, ...]:
+    """The operand expressions of any expression node (string arguments left out)."""
+    if isinstance(expr, BinaryOp):
+        return (expr.a, expr.b)
     cls = type(expr)
-    if cls is Select:
-        return (expr.condition, expr.true_value, expr.false_value)
-    if cls is Cast or cls is Not:
-        return (expr.value,) if cls is Cast else (expr.a,)
-    if cls is Call:
-        return tuple(arg for arg in expr.args if not isinstance(arg, StringImm))
-    return (expr.a, expr.b)
+    names = _EXPR_FIELDS.get(cls)
+    if names is None:
+        names = tuple(name for name in cls.child_fields() if name not in ("dtype", "lanes", "buffer"))
+        _EXPR_FIELDS[cls] = names
+    found: list[PrimExpr] = []
+    for name in names:
+        value = getattr(expr, name)
+        if isinstance(value, tuple):
+            found.extend(item for item in value if isinstance(item, PrimExpr) and type(item) is not StringImm)
+        elif isinstance(value, PrimExpr) and type(value) is not StringImm:
+            found.append(value)
+    return tuple(found)
 
 
 def _extent(expr: PrimExpr) -> int:
@@ -430,7 +480,15 @@ class _Walker:
                 ctx.auto_unroll.pop()
             ctx.loops.pop()
         elif cls is BlockRealize:
-            self.block(node.block, node.iter_values)
+            marks = ctx.marks()
+            try:
+                self.block(node.block, node.iter_values)
+            except Exception:
+                # The block's stores keep the rows made before the failure; the program's rows
+                # say that some are missing.
+                _log_errors.debug("features: block %s left out", node.block.name, exc_info=True)
+                ctx.restore(marks)
+                ctx.incomplete = True
         elif cls is BufferStore:
             self.store(node, init_skip)
         elif cls is IfThenElse:
@@ -489,20 +547,31 @@ class _Walker:
 
     def store(self, node: BufferStore, init_skip: frozenset[int]) -> None:
         stats = _ExprStats(self.ctx.views)
-        stats.visit(node.value)
-        lanes = node.value.dtype.lanes
-        stats.access(node.buffer, node.indices, True, lanes)
-        for index in node.indices:
-            stats.index(index)
-        self.ctx.rows.append(_row(self.ctx, node.buffer, stats, init_skip))
+        try:
+            stats.visit(node.value)
+            lanes = node.value.dtype.lanes
+            stats.access(node.buffer, node.indices, True, lanes)
+            for index in node.indices:
+                stats.index(index)
+            row = _row(self.ctx, node.buffer, stats, init_skip)
+        except Exception:
+            _log_errors.debug("features: store into %s degraded", node.buffer.name, exc_info=True)
+            row = _degraded_row(self.ctx, node.buffer, init_skip)
+        self.ctx.rows.append(row)
 
     def call(self, call: Call, init_skip: frozenset[int]) -> None:
         """A call statement (a tensor intrinsic writing through pointers) is a row of its own."""
         stats = _ExprStats(self.ctx.views)
-        stats.visit(call)
-        if stats.accesses:
+        try:
+            stats.visit(call)
+            if not stats.accesses:
+                return
             written = next((a.buffer for a in stats.accesses.values() if a.write), None)
-            self.ctx.rows.append(_row(self.ctx, written, stats, init_skip))
+            row = _row(self.ctx, written, stats, init_skip)
+        except Exception:
+            _log_errors.debug("features: call %s degraded", call.op, exc_info=True)
+            row = _degraded_row(self.ctx, None, init_skip)
+        self.ctx.rows.append(row)
 
 
 def _as_int(value: object) -> int:
@@ -520,9 +589,10 @@ def _buffer_bytes(buffer: Buffer) -> int:
     return count * buffer.dtype.bytes
 
 
-def _vars_of(expr: PrimExpr, env: dict[Var, PrimExpr]) -> set[int]:
-    """ids of the loop variables an expression depends on (block bindings followed)."""
-    found: set[int] = set()
+def _vars_of(expr: PrimExpr, env: dict[Var, PrimExpr]) -> dict[int, Var]:
+    """The loop variables an expression depends on, by id (block bindings followed, loads'
+    indices included)."""
+    found: dict[int, Var] = {}
     stack = [expr]
     while stack:
         node = stack.pop()
@@ -530,22 +600,10 @@ def _vars_of(expr: PrimExpr, env: dict[Var, PrimExpr]) -> set[int]:
         if cls is Var:
             bound = env.get(node)
             if bound is None:
-                found.add(id(node))
+                found[id(node)] = node
             else:
                 stack.append(bound)
-        elif cls in (IntImm, FloatImm, StringImm):
-            continue
-        elif cls is Ramp:
-            stack.append(node.base)
-            stack.append(node.stride)
-        elif cls is Broadcast:
-            stack.append(node.value)
-        elif cls is BufferLoad:
-            stack.extend(node.indices)
-        elif cls is Let:
-            stack.append(node.value)
-            stack.append(node.body)
-        else:
+        elif cls not in (IntImm, FloatImm, StringImm):
             stack.extend(_children(node))
     return found
 
@@ -553,10 +611,13 @@ def _vars_of(expr: PrimExpr, env: dict[Var, PrimExpr]) -> set[int]:
 # ---------------------------------------------------------------- index analysis
 
 
-_LANE = object()  # the pseudo-loop of a vector access's lanes (a Ramp index)
+#: The pseudo-variable of a vector access's lanes (a Ramp index); ``_LANE`` is its key among the
+#: loops (loops are keyed by the id of their variable).
+_LANE_VAR = Var("lane", "int32")
+_LANE = id(_LANE_VAR)
 
 
-def _linear(expr: PrimExpr, env: dict[Var, PrimExpr]) -> tuple[int, dict[object, int]] | None:
+def _linear(expr: PrimExpr, env: dict[Var, PrimExpr]) -> tuple[int, dict[int, int]] | None:
     """``expr`` as ``constant + sum(coef * var)`` over loop variables (keys: id of the var; the
     lanes of a Ramp under the key ``_LANE``), or None when it is not affine."""
     cls = type(expr)
@@ -602,85 +663,53 @@ def _linear(expr: PrimExpr, env: dict[Var, PrimExpr]) -> tuple[int, dict[object,
     return None
 
 
-def _interval(expr: PrimExpr, env: dict[Var, PrimExpr], ranges: dict[object, int]) -> tuple[int, int]:
-    """Integer interval of ``expr`` with each loop variable in ``ranges`` (id -> extent) over
-    ``[0, extent)`` and every other variable at 0."""
-    cls = type(expr)
-    if cls is IntImm:
-        return expr.value, expr.value
-    if cls is Var:
-        bound = env.get(expr)
-        if bound is not None:
-            return _interval(bound, env, ranges)
-        extent = ranges.get(id(expr), 1)
-        return 0, extent - 1
-    if cls is Ramp:
-        lo, hi = _interval(expr.base, env, ranges)
-        slo, shi = _interval(expr.stride, env, ranges)
-        lanes = ranges.get(_LANE, 1) - 1
-        return lo + min(0, slo * lanes), hi + max(0, shi * lanes)
-    if cls is Broadcast or cls is Cast:
-        return _interval(expr.value, env, ranges)
-    if cls in (IntImm, FloatImm, StringImm, BufferLoad, Call):
-        return 0, 0
-    a_lo, a_hi = _interval(expr.a, env, ranges)
-    b_lo, b_hi = _interval(expr.b, env, ranges)
-    if cls is Add:
-        return a_lo + b_lo, a_hi + b_hi
-    if cls is Sub:
-        return a_lo - b_hi, a_hi - b_lo
-    if cls is Mul:
-        corners = (a_lo * b_lo, a_lo * b_hi, a_hi * b_lo, a_hi * b_hi)
-        return min(corners), max(corners)
-    if cls is FloorDiv or cls is Div:
-        if b_lo == b_hi and b_lo > 0:
-            return a_lo // b_lo, a_hi // b_lo
-        return min(a_lo, 0), max(a_hi, 0)
-    if cls is FloorMod:
-        if b_lo == b_hi and b_lo > 0:
-            if a_hi - a_lo + 1 >= b_lo or a_lo // b_lo != a_hi // b_lo:
-                return 0, b_lo - 1
-            return a_lo % b_lo, a_hi % b_lo
-        return 0, max(b_hi - 1, 0)
-    if cls is Min:
-        return min(a_lo, b_lo), min(a_hi, b_hi)
-    if cls is Max:
-        return max(a_lo, b_lo), max(a_hi, b_hi)
-    return 0, 1
+class _Resolve(IRMutator):
+    """An index over loop variables only: block bindings (and let-bound values) substituted,
+    each ``Ramp`` written as ``base + stride * lane`` over ``_LANE_VAR``, broadcasts unwrapped,
+    so that ``tir.arith`` bounds and evaluates it as a scalar."""
+
+    def __init__(self, env: dict[Var, PrimExpr]) -> None:
+        self.env = env
+
+    def visit_Var(self, var: Var) -> PrimExpr:
+        bound = self.env.get(var)
+        return var if bound is None else self.visit(bound)
+
+    def visit_Ramp(self, ramp: Ramp) -> PrimExpr:
+        base, stride = self.visit(ramp.base), self.visit(ramp.stride)
+        lane = _LANE_VAR if base.dtype == _LANE_VAR.dtype else Cast(base.dtype, _LANE_VAR)
+        return Add(base, Mul(stride, lane))
+
+    def visit_Broadcast(self, broadcast: Broadcast) -> PrimExpr:
+        return self.visit(broadcast.value)
 
 
-def _evaluate(expr: PrimExpr, env: dict[Var, PrimExpr], values: dict[object, int]) -> int:
-    cls = type(expr)
-    if cls is IntImm:
-        return expr.value
-    if cls is Var:
-        bound = env.get(expr)
-        if bound is not None:
-            return _evaluate(bound, env, values)
-        return values.get(id(expr), 0)
-    if cls is Ramp:
-        return _evaluate(expr.base, env, values) + _evaluate(expr.stride, env, values) * values.get(_LANE, 0)
-    if cls is Broadcast or cls is Cast:
-        return _evaluate(expr.value, env, values)
-    if cls in (FloatImm, StringImm, BufferLoad, Call):
-        return 0
-    a = _evaluate(expr.a, env, values)
-    b = _evaluate(expr.b, env, values)
-    if cls is Add:
-        return a + b
-    if cls is Sub:
-        return a - b
-    if cls is Mul:
-        return a * b
-    if cls is FloorDiv or cls is Div:
-        return a // b if b else 0
-    if cls is FloorMod:
-        return a % b if b else 0
-    if cls is Min:
-        return min(a, b)
-    if cls is Max:
-        return max(a, b)
-    return 0
+def _span(expr: PrimExpr, free: dict[int, Var], extents: dict[int, int], limit: int) -> int:
+    """How many values ``expr`` takes (a bound of it, at most ``limit``) with each loop of
+    ``extents`` (key -> extent) over ``[0, extent)`` and every other variable at 0."""
+    bounds = {var: ConstIntBound(0, extents.get(key, 1) - 1) for key, var in free.items()}
+    bound = BoundEvaluator(var_bounds=bounds).bound(expr)
+    if not bound.is_bounded:
+        return limit
+    return min(int(bound.max_value) - int(bound.min_value) + 1, limit)
+
+
+def _value_at(expr: PrimExpr, free: dict[int, Var], values: dict[int, int]) -> int | None:
+    """``expr`` with the loops of ``values`` at those values and every other variable at 0;
+    None when it depends on more than the loops (a loaded value)."""
+    point = {key: values.get(key, 0) for key in free}
+    value = evaluate_int(expr, point)
+    if value is not None:
+        return int(value)
+    if contains(expr, BufferLoad):
+        return None
+    # Beyond evaluate_int's operations (a select, if_then_else, a let): the simplifier folds
+    # the expression at the point.
+    analyzer = Analyzer()
+    for key, var in free.items():
+        analyzer.bind(var, point[key])
+    folded = analyzer.simplify(expr)
+    return folded.value if type(folded) is IntImm else None
 
 
 def _strides(buffer: Buffer) -> list[int]:
@@ -705,7 +734,7 @@ class _AccessInfo:
 
 
 def _analyse_access(
-    access: _Access, loops: list[tuple[object, int]], trips: float, env: dict[Var, PrimExpr]
+    access: _Access, loops: list[tuple[int, int]], trips: float, env: dict[Var, PrimExpr]
 ) -> _AccessInfo:
     """Footprints per loop level, innermost stride and reuse of one buffer access.
 
@@ -715,9 +744,11 @@ def _analyse_access(
     element_bytes = buffer.dtype.bytes
     n = len(loops)
     shape = [_extent(s) for s in buffer.shape]
-    depends: set[object] = set()
+    depends: set[int] = set()
     spans_per_dim: list[list[int]] = []
     linears = []
+    # Non-affine indices: the index over loop variables only, and the variables it reads.
+    resolved: dict[int, tuple[PrimExpr, dict[int, Var]]] = {}
     for dim, index in enumerate(access.indices):
         form = _linear(index, env)
         linears.append(form)
@@ -733,18 +764,18 @@ def _analyse_access(
                     total += abs(coef) * (extent - 1)
                 spans[level] = total + 1
         else:
-            used = _vars_of(index, env)
-            if any(type(node) is Ramp for node in _ramps(index)):
-                used.add(_LANE)  # type: ignore[arg-type]
-            depends.update(used)
-            ranges: dict[object, int] = {}
+            scalar = _Resolve(env).visit(index)
+            free = _vars_of(scalar, {})
+            resolved[dim] = (scalar, free)
+            depends.update(free)
+            limit = shape[dim] if dim < len(shape) else SYMBOLIC_EXTENT
+            extents: dict[int, int] = {}
             previous = 1
             for level in range(n - 1, -1, -1):
                 key, extent = loops[level]
-                if key in used and extent > 1:
-                    ranges[key] = extent
-                    lo, hi = _interval(index, env, ranges)
-                    previous = hi - lo + 1
+                if key in free and extent > 1:
+                    extents[key] = extent
+                    previous = _span(scalar, free, extents, limit)
                 spans[level] = previous
         if dim < len(shape):
             limit = shape[dim]
@@ -767,14 +798,23 @@ def _analyse_access(
     # the access does not move with it: a broadcast), and along the innermost loop it moves with.
     flat = _strides(buffer)
 
-    def stride_along(key: object) -> int:
+    origins: dict[int, int | None] = {}  # non-affine indices at the origin
+
+    def stride_along(key: int) -> int:
         total = 0
-        for dim, index in enumerate(access.indices):
+        for dim in range(len(access.indices)):
             form = linears[dim]
             if form is not None:
                 delta = form[1].get(key, 0)
             else:
-                delta = _evaluate(index, env, {key: 1}) - _evaluate(index, env, {})
+                scalar, free = resolved[dim]
+                delta = 0
+                if key in free:
+                    if dim not in origins:
+                        origins[dim] = _value_at(scalar, free, {})
+                    after, before = _value_at(scalar, free, {key: 1}), origins[dim]
+                    # A data-dependent index (a gather): assume it moves to the next element.
+                    delta = 1 if after is None or before is None else after - before
             total += delta * (flat[dim] if dim < len(flat) else 1)
         return total
 
@@ -806,17 +846,23 @@ def _analyse_access(
     )
 
 
-def _ramps(expr: PrimExpr) -> list[PrimExpr]:
-    found = []
-    stack = [expr]
-    while stack:
-        node = stack.pop()
-        if type(node) is Ramp:
-            found.append(node)
-        elif isinstance(node, (Add, Sub, Mul, FloorDiv, FloorMod, Div, Min, Max)):
-            stack.append(node.a)
-            stack.append(node.b)
-    return found
+def _degraded_access(access: _Access, levels: int, trips: float) -> _AccessInfo:
+    """An access whose analysis failed: the whole buffer at every level, no stride or reuse."""
+    shape = [_extent(s) for s in access.buffer.shape]
+    element_bytes = access.buffer.dtype.bytes
+    elements = float(math.prod(shape))
+    rows = float(math.prod(shape[:-1])) if shape else 1.0
+    lines = rows * math.ceil((shape[-1] if shape else 1) * element_bytes / CACHE_LINE)
+    return _AccessInfo(
+        access=access,
+        bytes=trips * access.count * element_bytes * access.lanes,
+        lines=[lines] * levels,
+        elements=[elements] * levels,
+        stride=0,
+        moving_stride=0,
+        reuse_count=0,
+        reuse_distance_bytes=0.0,
+    )
 
 
 # ---------------------------------------------------------------- one row
@@ -870,12 +916,18 @@ def _row(ctx: _Context, stored: Buffer | None, stats: _ExprStats, init_skip: fro
 
     # Buffer accesses.
     infos = []
+    incomplete = False
     for access in stats.accesses.values():
-        keyed: list[tuple[object, int]] = [(id(loop.var), loop.extent) for loop in loops]
-        if access.lanes > 1 and any(_ramps(index) for index in access.indices):
+        keyed: list[tuple[int, int]] = [(id(loop.var), loop.extent) for loop in loops]
+        if access.lanes > 1 and any(contains(index, Ramp) for index in access.indices):
             keyed.append((_LANE, access.lanes))
         keyed.extend((id(var), extent) for var, extent in access.region_loops)
-        infos.append(_analyse_access(access, keyed, trips, ctx.env))
+        try:
+            infos.append(_analyse_access(access, keyed, trips, ctx.env))
+        except Exception:
+            _log_errors.debug("features: access of %s degraded", access.buffer.name, exc_info=True)
+            infos.append(_degraded_access(access, len(keyed) + 1, trips))
+            incomplete = True
     infos.sort(key=lambda info: (-info.bytes, not info.access.write, info.access.buffer.name))
     levels = len(loops) + 1
     traffic_levels = []
@@ -945,6 +997,18 @@ def _row(ctx: _Context, stored: Buffer | None, stats: _ExprStats, init_skip: fro
     row[_R["uses_intrinsic"]] = float(stats.intrinsic)
     row[_R["is_tensorized_block"]] = float(bool(ctx.tensorized) and ctx.tensorized[-1])
     row[_R["is_init"]] = float(bool(init_skip))
+    row[_R["features_incomplete"]] = float(incomplete)
+    return row
+
+
+def _degraded_row(ctx: _Context, stored: Buffer | None, init_skip: frozenset[int]) -> np.ndarray:
+    """The row of a statement whose description failed: its loop nest alone when that much can
+    be described, zeros otherwise; flagged incomplete."""
+    try:
+        row = _row(ctx, stored, _ExprStats(ctx.views), init_skip)
+    except Exception:
+        row = np.zeros(NUM_FEATURES, dtype=np.float64)
+    row[_R["features_incomplete"]] = 1.0
     return row
 
 
@@ -958,24 +1022,30 @@ def extract_features(func: PrimFunc, target: object = "llvm") -> np.ndarray:
     vectorization and parallelism columns are measured against. The result is a float32 array
     of shape ``(number of stores, NUM_FEATURES)``; a program without stores gives one zero row
     (so that every program has a prediction). The packing of layout-free parameters is left
-    out: it runs once, not on every call (``tir.transform.split_prepack``).
+    out: it runs once, not on every call (``tir.transform.split_prepack``). It never raises
+    for a program it cannot fully describe: ``misc.features_incomplete`` flags the rows whose
+    features it could not all compute (see the module docstring).
     """
     from tir.target import Target
     from tir.transform.split_prepack import LAYOUT_FREE_ATTR, split_prepack
-
-    if func.attrs.get(LAYOUT_FREE_ATTR):
-        func = split_prepack(func).main
 
     parsed = Target.parse(target) if isinstance(target, (str, Target)) or target is None else Target.parse(str(target))
     vector_bytes = parsed.vector_bytes if parsed.is_cpu else 16
     cores = parsed.num_cores if parsed.is_cpu else 1
     ctx = _Context(target_lanes_bytes=vector_bytes, cores=cores)
-    walker = _Walker(ctx)
-    # Allocations anywhere in the program count for the whole program (they all live at once
-    # in the common case of a root block allocating the intermediates).
-    walker.stmt(func.body)
+    try:
+        if func.attrs.get(LAYOUT_FREE_ATTR):
+            func = split_prepack(func).main
+        # Allocations anywhere in the program count for the whole program (they all live at
+        # once in the common case of a root block allocating the intermediates).
+        _Walker(ctx).stmt(func.body)
+    except Exception:
+        _log_errors.debug("features: walk of %s stopped", func.attrs.get("global_symbol", "a program"), exc_info=True)
+        ctx.incomplete = True
     rows = ctx.rows or [np.zeros(NUM_FEATURES, dtype=np.float64)]
     table = np.stack(rows)
+    if ctx.incomplete:
+        table[:, _R["features_incomplete"]] = 1.0
     table[:, _R["log_allocated_bytes"]] = _log(sum(ctx.allocated.values()))
     table[:, _R["num_allocations"]] = len(ctx.allocated)
     table[:, _R["log_num_rows"]] = _log(len(rows))

@@ -159,11 +159,18 @@ class XGBModel(CostModel):
             meta = json.loads(archive["meta"].tobytes().decode())
             if meta.get("kind") != "xgb":
                 raise ValueError(f"{os.fspath(path)} does not hold an XGBModel (kind {meta.get('kind')!r})")
+            tables = [archive[f"task{index}"] for index in range(len(meta["tasks"]))]
+            for table in tables:
+                if table.ndim != 2 or table.shape[1] != NUM_FEATURES:
+                    # Saved by a version with other features: its rows and trees mean nothing here.
+                    raise ValueError(
+                        f"{os.fspath(path)} holds {table.shape[-1]} features per row; this version extracts "
+                        f"{NUM_FEATURES}: train a new model (metasched.tune retrains from the database)"
+                    )
             for name, value in meta["settings"].items():
                 setattr(self, name, value)
             self._data = {}
-            for index, task in enumerate(meta["tasks"]):
-                table = archive[f"task{index}"]
+            for task, table in zip(meta["tasks"], tables):
                 bounds = np.cumsum([0] + task["rows"])
                 features = [table[bounds[i] : bounds[i + 1]] for i in range(len(task["rows"]))]
                 self._data[task["key"]] = (features, list(task["seconds"]))

@@ -110,6 +110,7 @@ def test_features_have_fixed_width_and_are_deterministic() -> None:
         assert features.dtype == np.float32
         assert features.shape[1] == NUM_FEATURES
         assert np.all(np.isfinite(features))
+        assert not features[:, column("misc.features_incomplete")].any()
         np.testing.assert_array_equal(features, extract_features(func, "llvm"))
     # The naive program has one store (init and update in one block: two rows); the
     # decomposed one has the same two stores in separate blocks.
@@ -258,6 +259,173 @@ def test_extraction_is_fast() -> None:
     assert best < 0.005, f"feature extraction took {best * 1e3:.2f} ms (budget 5 ms)"
 
 
+# ---------------------------------------------------------------- every kind of index
+
+
+@T.script
+def clamped(A: T.Buffer((16,), "float32"), B: T.Buffer((20,), "float32")):
+    for i in range(20):
+        with T.block("B"):
+            vi = T.spatial_axis(20, i)
+            B[vi] = A[T.min(T.max(vi - 2, 0), 15)]
+
+
+@T.script
+def selected(A: T.Buffer((16,), "float32"), B: T.Buffer((16,), "float32")):
+    for i in range(16):
+        with T.block("B"):
+            vi = T.spatial_axis(16, i)
+            B[vi] = A[T.select(vi < 8, vi * 2, vi - 8)]
+
+
+@T.script
+def if_then_else_index(A: T.Buffer((8,), "float32"), B: T.Buffer((16,), "float32")):
+    for i in range(16):
+        with T.block("B"):
+            vi = T.spatial_axis(16, i)
+            B[vi] = A[T.if_then_else(vi < 8, 7 - vi, vi % 8)]
+
+
+@T.script
+def packed(A: T.Buffer((4, 4), "float32"), B: T.Buffer((16,), "float32")):
+    for i in range(16):
+        with T.block("B"):
+            vi = T.spatial_axis(16, i)
+            B[vi] = A[vi // 4, vi % 4]
+
+
+@T.script
+def cast_index(A: T.Buffer((64,), "float32"), B: T.Buffer((32,), "float32")):
+    for i in range(32):
+        with T.block("B"):
+            vi = T.spatial_axis(32, i)
+            B[vi] = A[T.cast(T.cast(vi, "int64") * T.int64(2), "int32")]
+
+
+@T.script
+def gather(table: T.Buffer((64, 32), "float32"), ids: T.Buffer((8,), "int64"), out: T.Buffer((8, 32), "float32")):
+    # An embedding lookup as torch exports it: negative ids count from the end.
+    for i, j in T.grid(8, 32):
+        with T.block("out"):
+            vi, vj = T.remap("SS", i, j)
+            out[vi, vj] = table[T.cast(T.select(ids[vi] < T.int64(0), ids[vi] + T.int64(64), ids[vi]), "int32"), vj]
+
+
+def read_slot(row: np.ndarray, unique_bytes: float) -> int:
+    """The slot of the read-only access touching ``unique_bytes`` bytes (exactly one)."""
+    slots = [
+        slot
+        for slot in range(5)
+        if row[column(f"access{slot}.is_read")] == 1.0
+        and row[column(f"access{slot}.is_write")] == 0.0
+        and row[column(f"access{slot}.log_unique_bytes")] == pytest.approx(math.log2(1 + unique_bytes))
+    ]
+    assert len(slots) == 1, f"{len(slots)} read accesses of {unique_bytes} unique bytes"
+    return slots[0]
+
+
+@pytest.mark.parametrize(
+    ("func", "unique_bytes", "stride"),
+    [
+        # The clamp's interval is the whole of A; at the origin the clamp holds it still.
+        pytest.param(clamped, 16 * 4, 0, id="min_max"),
+        # Bounds of a select: the union of both branches (cut to the buffer); its stride, the
+        # value the select takes at the point (the true branch).
+        pytest.param(selected, 16 * 4, 2, id="select"),
+        pytest.param(if_then_else_index, 8 * 4, -1, id="if_then_else"),
+        pytest.param(packed, 16 * 4, 1, id="floordiv_floormod"),
+        pytest.param(cast_index, 63 * 4, 2, id="cast"),
+        # A data-dependent row: the whole table may be read; along the inner loop, stride 1.
+        pytest.param(gather, 64 * 32 * 4, 1, id="buffer_load"),
+    ],
+)
+def test_indices_of_every_expression_kind(func: tir.PrimFunc, unique_bytes: int, stride: int) -> None:
+    (row,) = extract_features(func, "llvm")
+    assert np.all(np.isfinite(row)) and row[column("misc.features_incomplete")] == 0.0
+    slot = read_slot(row, unique_bytes)
+    assert row[column(f"access{slot}.log_stride")] == pytest.approx(math.log2(1 + abs(stride)))
+    kind = "stride_zero" if stride == 0 else "stride_one" if abs(stride) == 1 else "stride_other"
+    assert row[column(f"access{slot}.{kind}")] == 1.0
+    # Every operation of the index counts (the select, its comparison, the cast...).
+    assert row[column("arith.index_op")] > 0
+
+
+def test_a_gather_index_is_an_access_of_its_own() -> None:
+    (row,) = extract_features(gather, "llvm")
+    assert row[column("misc.num_accesses")] == 3.0
+    # ids[vi]: 8 int64 ids, read three times per element of out.
+    ids = read_slot(row, 8 * 8)
+    assert row[column(f"access{ids}.log_bytes")] == pytest.approx(math.log2(1 + 3 * 8 * 32 * 8))
+    assert row[column(f"access{ids}.log_reuse_count")] == pytest.approx(math.log2(1 + 32))
+
+
+class Broken(RuntimeError):
+    pass
+
+
+def _raise(*args: object, **kwargs: object) -> None:
+    raise Broken("an analysis that fails")
+
+
+class _FailingBounds:
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        pass
+
+    bound = _raise
+
+
+@pytest.mark.parametrize(
+    "target",
+    [
+        "BoundEvaluator",  # tir.arith's bounds (the gather's row index needs them)
+        "_analyse_access",  # one access at a time
+        "_ExprStats.visit",  # one statement at a time
+        "_Walker.block",  # one block at a time (no rows left: one zero row)
+    ],
+)
+def test_a_failing_analysis_flags_the_features_instead_of_raising(monkeypatch: pytest.MonkeyPatch, target: str) -> None:
+    from metasched.cost import features as module
+
+    owner, _, name = target.rpartition(".")
+    replacement = _FailingBounds if target == "BoundEvaluator" else _raise
+    monkeypatch.setattr(getattr(module, owner) if owner else module, name, replacement)
+    for func in (gather, make_matmul(16, 16, 16)):
+        rows = extract_features(func, "llvm")
+        assert rows.shape[1] == NUM_FEATURES and rows.dtype == np.float32
+        assert np.all(np.isfinite(rows))
+        flags = rows[:, column("misc.features_incomplete")]
+        if target == "BoundEvaluator" and func is not gather:
+            assert not flags.any()  # affine indices never need the bounds
+        else:
+            assert flags.all()
+    if target == "BoundEvaluator":
+        # Only the table's access is degraded (to the whole table); the ids keep their numbers.
+        (row,) = extract_features(gather, "llvm")
+        read_slot(row, 8 * 8)
+        read_slot(row, 64 * 32 * 4)
+
+
+def test_a_failing_block_keeps_the_rows_of_the_others(monkeypatch: pytest.MonkeyPatch) -> None:
+    from metasched.cost import features as module
+
+    sch = tir.Schedule(make_matmul(16, 16, 16))
+    sch.decompose_reduction(sch.get_block("C"), sch.get_loops(sch.get_block("C"))[2])
+    assert extract_features(sch.func, "llvm").shape[0] == 2
+    describe_block = module._Walker.block
+
+    def failing_update(walker: object, block: tir.ir.Block, iter_values: tuple[object, ...]) -> None:
+        if block.name == "C":
+            raise Broken("the update block")
+        describe_block(walker, block, iter_values)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(module._Walker, "block", failing_update)
+    rows = extract_features(sch.func, "llvm")
+    # The init block's row is kept; every row says the program was not fully described.
+    assert rows.shape == (1, NUM_FEATURES)
+    assert rows[0, column("arith.float_mul")] == 0.0 and rows[0, column("loop.num_loops")] == 2.0
+    assert rows[:, column("misc.features_incomplete")].all()
+
+
 # ---------------------------------------------------------------- models
 
 
@@ -340,6 +508,16 @@ def test_save_and_load_round_trip(dataset, tmp_path: Path) -> None:  # noqa: ANN
     np.testing.assert_allclose(loaded.predict("matmul", features[40:]), model.predict("matmul", features[40:]))
     # The loaded model keeps its training data: an update retrains on old and new records.
     loaded.update("matmul", features[40:50], seconds[40:50])
+    assert loaded.num_samples == 50
+
+    # A model saved with another number of features is refused, before it changes anything.
+    narrow = XGBModel(num_rounds=2)
+    narrow.update(
+        "t", [np.ones((1, NUM_FEATURES - 1), np.float32), np.zeros((1, NUM_FEATURES - 1), np.float32)], [1.0, 2.0]
+    )
+    narrow.save(tmp_path / "narrow.npz")
+    with pytest.raises(ValueError, match=f"holds {NUM_FEATURES - 1} features per row; this version extracts"):
+        loaded.load(tmp_path / "narrow.npz")
     assert loaded.num_samples == 50
 
     random_model = RandomModel(seed=1)
