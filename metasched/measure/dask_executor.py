@@ -2,20 +2,33 @@
 search, the cost model and the database stay with the client.
 
     from distributed import Client
-    client = Client("tcp://scheduler:8786")     # workers started with `metasched worker tcp://scheduler:8786`
+    client = Client("tcp://scheduler:8786")     # any dask cluster; or Client(LocalCluster())
     metasched.tune(func, "llvm", trials=1000, executor=client)
 
 ``Measurer`` wraps a ``distributed.Client`` in a ``DaskExecutor``; a batch is then measured so:
 
-- **Measuring workers** are the dask workers that declare the ``measure`` resource
-  (``metasched worker`` declares ``measure=1``; or ``dask worker --resources measure=1``). Each
-  chunk of candidates is a dask task that needs one unit of it, so a worker machine measures one
-  chunk at a time: its measuring processes (``LocalPool``, one per core, at most 8) build the
-  chunk in parallel, then time the candidates one at a time, so that a timing never shares the
-  machine with a build or another timing. Builds and runs happen on the same machine (a timing
-  waits for the builds anyway), so no artifact travels: only the pickled programs go out and
-  plain results come back. Each measuring process keeps a build cache keyed by structural hash
-  and target (``builder.build_job``).
+- **Measuring machines** take one chunk of candidates at a time: a chunk's measuring processes
+  (``LocalPool``, one per core, at most 8) build it in parallel, then time the candidates one
+  at a time, so that a timing never shares the machine with a build or another timing. Which
+  workers measure (``measuring_groups``):
+
+  - any dask cluster as it is: when no worker declares the ``measure`` resource, every worker
+    may measure, and the workers are grouped by machine (the kernel's boot id, which two
+    containers of one host share; else the host name, else the host of the worker's address).
+    The client deals at most one chunk at a time to each machine, to the first idle worker of
+    it (by address) that serves the target, so the many workers of one ``LocalCluster`` or of
+    one big host measure one chunk at a time, not one each;
+  - the option: when some workers declare ``measure`` (``metasched worker`` declares
+    ``measure=1``; or ``dask worker --resources measure=1``), those alone measure, each on its
+    own, and each chunk is a dask task that also takes one unit of the resource (so tuners
+    sharing the cluster take turns too; two tuners on a cluster without the resource may
+    measure on one machine at once).
+
+  ``log`` says how many machines measure, and again whenever that changes. Builds and runs
+  happen on the same machine (a timing waits for the builds anyway), so no artifact travels:
+  only the pickled programs go out and plain results come back. Each measuring process keeps a
+  build cache keyed by structural hash and target (``builder.build_job``). A worker's own
+  threads do not matter: the chunk's measurements run in the pool's processes.
 - **Threads** are pinned: a candidate runs with the ``Measurer``'s ``num_threads``, or, when
   that is None, with the client machine's core count (what ``"llvm"`` asks for there); a worker
   with fewer cores than that does not serve the target.
@@ -26,12 +39,12 @@ search, the cost model and the database stay with the client.
   features, so the code built there is the code the client would build); an AArch64 target
   also to x86-64 workers that declare a ``qemu_aarch64`` resource and have the tools, whose
   timings come back marked ``emulated``. No worker serving a target is ``NoWorkerError``,
-  naming each worker and why it does not serve.
-- **Faults**: chunks are dealt to idle workers by the client, each pinned to its worker. A
+  naming each worker and why it does not serve (``serves``).
+- **Faults**: chunks are dealt to idle machines by the client, each pinned to its worker. A
   worker that dies or disconnects loses only the chunk it was measuring: that chunk is measured
-  once more on another worker, and if it is lost again its candidates are recorded as ``crash``
-  ("lost with dask workers A and B"); the batch goes on with the remaining workers, and
-  ``log`` says so. A scheduler that goes away raises ``SchedulerLostError``, which stops the
+  once more on another worker (of the same machine or another), and if it is lost again its
+  candidates are recorded as ``crash`` ("lost with dask workers A and B"); the batch goes on
+  with the remaining workers, and ``log`` says so. A scheduler that goes away raises ``SchedulerLostError``, which stops the
   tune (every finished measurement is already in the database).
 """
 
@@ -41,7 +54,7 @@ import math
 import sys
 import time
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import Executor, Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
@@ -57,12 +70,15 @@ __all__ = [
     "SchedulerLostError",
     "WorkerMachine",
     "describe_machine",
+    "describe_measuring",
     "is_dask_client",
     "measure_chunk",
+    "measuring_groups",
     "serves",
 ]
 
-#: The resource a measuring worker declares (one unit: one chunk measured at a time).
+#: The resource that, when some workers declare it, names the measuring workers (one unit: one chunk
+#: measured at a time); without it every worker may measure, one chunk at a time per machine.
 MEASURE_RESOURCE = "measure"
 #: The resource an x86-64 worker declares to measure AArch64 targets under qemu.
 QEMU_RESOURCE = "qemu_aarch64"
@@ -76,7 +92,7 @@ _TRIES = 2
 
 
 class NoWorkerError(RuntimeError):
-    """No dask worker can measure a target (none declares ``measure``, or none matches it)."""
+    """No dask worker can measure a target (the cluster has none, or none matches the target)."""
 
 
 class SchedulerLostError(RuntimeError):
@@ -92,7 +108,7 @@ def is_dask_client(executor: Any) -> bool:
 
 @dataclass(frozen=True)
 class WorkerMachine:
-    """What a measuring worker is: its address, machine and declared resources."""
+    """What a worker is: its address, machine and declared resources."""
 
     address: str
     triple: str
@@ -101,15 +117,43 @@ class WorkerMachine:
     cores: int
     resources: dict[str, float]
     aarch64_tools: bool  # the AArch64 cross compiler, its C library and qemu-aarch64 are installed
+    machine: str = ""  # what tells machines apart ("boot:<kernel boot id>" or "host:<name>"); "" unknown
 
     @property
     def isa(self) -> str:
         return self.triple.split("-", 1)[0]
 
+    @property
+    def host(self) -> str:
+        """The host part of the worker's address (``tcp://10.0.0.5:40123`` -> ``10.0.0.5``; a worker
+        in the client's process, ``inproc://10.0.0.5/812/3``, -> ``10.0.0.5``)."""
+        scheme, _, rest = self.address.rpartition("://")
+        if scheme == "inproc":
+            return rest.split("/", 1)[0]
+        return rest.rpartition(":")[0].strip("[]") or rest
+
+    @property
+    def declares_measure(self) -> bool:
+        return self.resources.get(MEASURE_RESOURCE, 0) >= 1
+
+
+def _machine_identity() -> str:
+    """What tells this machine from others: the kernel's boot id (two containers on one host share
+    it, and share its cores), else the host name."""
+    import socket
+
+    try:
+        with open("/proc/sys/kernel/random/boot_id", encoding="ascii") as file:
+            boot_id = file.read().strip()
+    except OSError:  # not Linux
+        boot_id = ""
+    return f"boot:{boot_id}" if boot_id else f"host:{socket.gethostname()}"
+
 
 def describe_machine() -> dict[str, Any]:
     """The machine this runs on (a dask worker runs it for the client): triple, CPU, features,
-    cores (its CPU affinity) and whether it can run AArch64 code under qemu."""
+    cores (its CPU affinity), whether it can run AArch64 code under qemu, and its identity
+    (``machine``: workers with the same one take turns measuring)."""
     import os
 
     from tir.target import Target
@@ -133,7 +177,54 @@ def describe_machine() -> dict[str, Any]:
         "cores": cores,
         "aarch64_tools": aarch64_tools,
         "python": sys.version.split()[0],
+        "machine": _machine_identity(),
     }
+
+
+def _group_key(worker: WorkerMachine) -> str:
+    return worker.machine or f"address:{worker.host}"
+
+
+def measuring_groups(workers: Iterable[WorkerMachine]) -> dict[str, list[WorkerMachine]]:
+    """The workers that may measure, in groups that measure one chunk at a time each (their
+    workers sorted by address).
+
+    When some workers declare the ``measure`` resource, those alone, each its own group (keyed
+    by its address). Otherwise every worker, grouped by machine: the same ``machine`` identity,
+    or for a worker that gave none, the same host in its address."""
+    workers = sorted(workers, key=lambda worker: worker.address)
+    declaring = [worker for worker in workers if worker.declares_measure]
+    if declaring:
+        return {worker.address: [worker] for worker in declaring}
+    groups: dict[str, list[WorkerMachine]] = {}
+    for worker in workers:
+        groups.setdefault(_group_key(worker), []).append(worker)
+    return groups
+
+
+def describe_measuring(groups: dict[str, list[WorkerMachine]], serving: Iterable[str] | None = None) -> str:
+    """One line for the log: how many machines measure (only those with a worker in ``serving``,
+    the addresses that serve a target, when given) and how they were chosen."""
+    chosen = set(serving) if serving is not None else None
+    kept = [g for g in groups.values() if chosen is None or any(w.address in chosen for w in g)]
+    if any(worker.declares_measure for group in kept for worker in group):
+        verb = "declares" if len(kept) == 1 else "declare"
+        return (
+            f"measuring on {_count(len(kept), 'dask worker')} that {verb} the {MEASURE_RESOURCE!r} resource "
+            "(one chunk at a time each)"
+        )
+    hosts = []
+    for group in kept:
+        names = sorted({worker.host for worker in group})
+        hosts.append(f"{_count(len(group), 'worker')} on {'/'.join(names)}")
+    return (
+        f"measuring on {_count(len(kept), 'machine')} (dask workers grouped by host: {', '.join(hosts) or 'none'}; "
+        f"none declares the {MEASURE_RESOURCE!r} resource: one chunk at a time per machine)"
+    )
+
+
+def _count(number: int, noun: str) -> str:
+    return f"{number} {noun}" if number == 1 else f"{number} {noun}s"
 
 
 def _names_host(target_text: str) -> bool:
@@ -144,14 +235,13 @@ def _names_host(target_text: str) -> bool:
 def serves(worker: WorkerMachine, target_text: str, threads: int | None) -> tuple[str | None, bool]:
     """(why ``worker`` cannot measure candidates for ``target_text`` at ``threads`` threads, or
     None when it can; whether its timings are emulated). ``target_text`` is parsed here, on the
-    client: ``"llvm"`` means the client's machine."""
+    client: ``"llvm"`` means the client's machine. (Whether the worker measures at all is
+    ``measuring_groups``'s question.)"""
     from tir.target import Target
 
     target = Target.parse(target_text)
     if not target.is_cpu:
         return f"measures CPU targets only, not {target_text!r}", False
-    if worker.resources.get(MEASURE_RESOURCE, 0) < 1:
-        return f"does not declare the {MEASURE_RESOURCE!r} resource", False
     if threads is not None and worker.cores < threads:
         return f"has {worker.cores} cores, fewer than the {threads} threads a candidate runs with", False
     if target.triple != worker.triple:
@@ -202,18 +292,19 @@ def measure_chunk(
 class _Chunk:
     indices: list[int]  # positions in the batch
     emulated_on: set[str]  # addresses whose timings of this target are emulated
-    eligible: list[str]  # addresses that serve its target
+    eligible: list[str]  # addresses that serve its target (the first idle one of an idle machine takes it)
     target: str
     lost_on: list[str]  # addresses it was lost with
 
 
 class DaskExecutor(Executor):
     """A ``concurrent.futures.Executor`` over a ``distributed.Client`` for ``Measurer``: a
-    ``measure_batch`` submitted here is split into chunks over the measuring workers that serve
+    ``measure_batch`` submitted here is split into chunks over the measuring machines that serve
     its target (the module docstring); other functions go to ``client.submit`` as they are.
 
-    ``log`` receives what happens to workers (default: stderr); ``worker_wait``: seconds to wait
-    for a serving worker to (re)join when none is left before giving up with ``NoWorkerError``.
+    ``log`` receives how many machines measure and what happens to workers (default: stderr);
+    ``worker_wait``: seconds to wait for a serving worker to (re)join when none is left before
+    giving up with ``NoWorkerError``.
     """
 
     def __init__(
@@ -228,8 +319,12 @@ class DaskExecutor(Executor):
         self.worker_wait = worker_wait
         self.grace = _SCHEDULER_GRACE  # seconds cut from the scheduler before the run stops
         self.default_threads = threads  # candidates' threads when a job leaves them open
-        self.machines: dict[str, WorkerMachine] = {}
+        self.machines: dict[str, WorkerMachine] = {}  # every worker described, by address
+        self.groups: dict[str, list[WorkerMachine]] = {}  # measuring_groups of them
+        self._group_of: dict[str, str] = {}  # a measuring worker's address -> its group
         self.lost_workers: list[str] = []  # every worker that left while measuring, in order
+        self._told: dict[tuple[str, int | None], str] = {}  # the last measuring line logged per target
+        self._not_measuring = 0  # workers left out because others declare the resource
         self._thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="dask-measure")
         self._address: str | None = None
         _ = self.address
@@ -287,9 +382,14 @@ class DaskExecutor(Executor):
         )
 
     def refresh(self) -> dict[str, WorkerMachine]:
-        """The measuring workers now connected, described (new ones asked once)."""
+        """The measuring workers now connected, described (new ones asked once); ``groups``
+        says which of them share a machine."""
         workers = self._scheduler_workers()
-        measuring = {a: w for a, w in workers.items() if w.get("resources", {}).get(MEASURE_RESOURCE, 0) >= 1}
+        if any(w.get("resources", {}).get(MEASURE_RESOURCE, 0) >= 1 for w in workers.values()):
+            measuring = {a: w for a, w in workers.items() if w.get("resources", {}).get(MEASURE_RESOURCE, 0) >= 1}
+        else:
+            measuring = workers
+        self._not_measuring = len(workers) - len(measuring)
         new = [address for address in measuring if address not in self.machines]
         if new:
             try:
@@ -308,14 +408,18 @@ class DaskExecutor(Executor):
                     int(found["cores"]),
                     dict(measuring[address].get("resources", {})),
                     bool(found["aarch64_tools"]),
+                    str(found.get("machine", "")),
                 )
         for address in list(self.machines):
             if address not in measuring:
                 del self.machines[address]
-        return dict(self.machines)
+        self.groups = measuring_groups(self.machines.values())
+        self._group_of = {worker.address: key for key, group in self.groups.items() for worker in group}
+        return {address: self.machines[address] for address in self._group_of}
 
     def serving(self, target_text: str, threads: int | None) -> tuple[list[str], set[str], list[str]]:
-        """(addresses that serve the target, those of them that emulate it, why each other one does not)."""
+        """(measuring workers that serve the target, by address; those of them that emulate it;
+        why each other one does not)."""
         eligible, emulated, refusals = [], set(), []
         for address, machine in sorted(self.refresh().items()):
             reason, emulates = serves(machine, target_text, threads)
@@ -330,13 +434,25 @@ class DaskExecutor(Executor):
     def _no_worker(self, target_text: str, refusals: list[str]) -> NoWorkerError:
         if not refusals:
             return NoWorkerError(
-                f"no dask worker at {self.address} can measure {target_text!r}: none declares the "
-                f"{MEASURE_RESOURCE!r} resource; start workers with `metasched worker {self.address}` "
-                f"(or `dask worker {self.address} --nthreads 1 --resources {MEASURE_RESOURCE}=1`)"
+                f"no dask worker at {self.address} can measure {target_text!r}: the scheduler has no workers; "
+                f"start some with `metasched worker {self.address}` (or `dask worker {self.address}`)"
             )
-        return NoWorkerError(
-            f"no dask worker at {self.address} can measure target {target_text!r}: " + "; ".join(refusals)
+        unused = (
+            f" ({_count(self._not_measuring, 'other worker')} not used: once some workers declare the "
+            f"{MEASURE_RESOURCE!r} resource, only those measure)"
+            if self._not_measuring
+            else ""
         )
+        return NoWorkerError(
+            f"no dask worker at {self.address} can measure target {target_text!r}: " + "; ".join(refusals) + unused
+        )
+
+    def _tell(self, target_text: str, threads: int | None, eligible: list[str]) -> None:
+        """Log how many machines measure this target, when that is news."""
+        line = describe_measuring(self.groups, eligible)
+        if self._told.get((target_text, threads)) != line:
+            self._told[(target_text, threads)] = line
+            self.log(line if len(self._told) == 1 else f"{line} for {target_text!r}")
 
     # ------------------------------------------------------------ a batch
 
@@ -367,25 +483,27 @@ class DaskExecutor(Executor):
             eligible, emulated, refusals = self.serving(target_text, job_threads)
             if not eligible:
                 raise self._no_worker(target_text, refusals)
-            # One chunk per serving worker: each builds its share in parallel, then times it.
-            count = min(len(eligible), len(indices))
+            self._tell(target_text, job_threads, eligible)
+            # One chunk per serving machine: each builds its share in parallel, then times it.
+            count = min(len({self._group_of[address] for address in eligible}), len(indices))
             size = math.ceil(len(indices) / count)
             for start in range(0, len(indices), size):
                 queue.append(_Chunk(indices[start : start + size], emulated, eligible, target_text, []))
         options = (timeout, build_timeout, reference_timeout)
-        in_flight: dict[Any, tuple[_Chunk, str]] = {}  # future -> (chunk, worker address)
+        in_flight: dict[Any, tuple[_Chunk, str, str]] = {}  # future -> (chunk, worker address, its machine)
         waiting_since: float | None = None
         while queue or in_flight:
-            busy = {address for _, address in in_flight.values()}
-            # Deal chunks to idle serving workers (each chunk pinned to its worker).
+            # One chunk at a time per machine (per worker where workers declare the resource).
+            busy = {group for _, _, group in in_flight.values()}
+            # Deal chunks to idle serving machines (each chunk pinned to one worker of its machine).
             for chunk in list(queue):
-                candidates = [a for a in chunk.eligible if a in self.machines and a not in busy]
+                candidates = [a for a in chunk.eligible if a in self._group_of and self._group_of[a] not in busy]
                 fresh = [a for a in candidates if a not in chunk.lost_on]
                 address = (fresh or candidates or [None])[0]
                 if address is None:
                     continue
                 queue.remove(chunk)
-                busy.add(address)
+                busy.add(self._group_of[address])
                 machine = self.machines[address]
                 future = self.client.submit(
                     measure_chunk,
@@ -395,10 +513,10 @@ class DaskExecutor(Executor):
                     address in chunk.emulated_on,
                     workers=[address],
                     allow_other_workers=False,
-                    resources={MEASURE_RESOURCE: 1},
+                    resources={MEASURE_RESOURCE: 1} if machine.declares_measure else None,
                     pure=False,
                 )
-                in_flight[future] = (chunk, address)
+                in_flight[future] = (chunk, address, self._group_of[address])
             if not in_flight:
                 # Chunks left and no serving worker: wait for one to join, then give up.
                 waiting_since = waiting_since or time.monotonic()
@@ -414,7 +532,7 @@ class DaskExecutor(Executor):
             present = set(self._scheduler_workers())
             if queue and present - set(self.machines):
                 self._requeue_for_new_workers(queue, jobs)
-            for future, (chunk, address) in list(in_flight.items()):
+            for future, (chunk, address, _) in list(in_flight.items()):
                 if future.status == "finished":
                     try:
                         results = future.result()
@@ -456,6 +574,7 @@ class DaskExecutor(Executor):
         if address not in self.lost_workers:
             self.lost_workers.append(address)
         self.machines.pop(address, None)  # asked again should it come back
+        self._group_of.pop(address, None)
         if len(chunk.lost_on) < _TRIES:
             self.log(
                 f"dask worker {address} was lost while measuring {len(chunk.indices)} candidate(s) ({why}); "

@@ -1,12 +1,13 @@
 """``metasched worker`` and ``metasched tune --executor``: a worker started by the command line
 joins a dask scheduler with the measure resource and serves a tune; executor specs that cannot
-work are one-line errors naming the option."""
+work, and scheduler addresses that do not answer, are one-line errors naming the option, at once."""
 
 from __future__ import annotations
 
 import os
 import signal
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -77,6 +78,26 @@ def test_executor_specs_that_cannot_work_are_one_line_errors(tmp_path: Path) -> 
         done = _run("tune", str(model), "--trials", "1", "--no-compare", "--executor", spec, cwd=tmp_path)
         assert done.returncode == 2, done.stderr
         assert f"--executor {spec!r}: {message}" in done.stderr and len(done.stderr.strip().splitlines()) == 1
+
+
+def test_a_scheduler_address_that_does_not_answer_is_one_line_at_once(tmp_path: Path) -> None:
+    # Nothing listens on port 1: the refused connection is told at once, not after dask's timeouts.
+    start = time.monotonic()
+    with pytest.raises(CliError, match=r"^--executor dask://127.0.0.1:1: cannot reach .* \(connection refused\)"):
+        connect("dask://127.0.0.1:1", "--executor")
+    assert time.monotonic() - start < 3.0
+    model = write_two_task_model(tmp_path / "two.onnx")
+    done = _run("tune", str(model), "--trials", "1", "--no-compare", "--executor", "dask://127.0.0.1:1", cwd=tmp_path)
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.strip().splitlines() == [
+        "metasched tune: error: --executor dask://127.0.0.1:1: cannot reach the dask scheduler at tcp://127.0.0.1:1 "
+        "(connection refused); check the address and that `dask scheduler` runs there"
+    ], done.stderr
+    # A worker waits --death-timeout seconds for its scheduler, then says so in one line.
+    done = _run("worker", "dask://127.0.0.1:1", "--death-timeout", "1", cwd=tmp_path)
+    assert done.returncode == 2, done.stderr
+    (line,) = done.stderr.strip().splitlines()
+    assert "cannot reach the dask scheduler at tcp://127.0.0.1:1 within 1 s (connection refused)" in line, line
 
 
 def test_the_worker_command_refuses_a_bad_scheduler_address(tmp_path: Path) -> None:

@@ -1,6 +1,7 @@
 """Tuning on dask.distributed: a LocalCluster of two worker processes measures like the local
 pool, survives a worker killed mid-batch, refuses a target no worker serves, and routes
-candidates to the workers whose machine matches their target."""
+candidates to the workers whose machine matches their target; a plain LocalCluster (no worker
+declares the measure resource) measures one chunk at a time per machine."""
 
 from __future__ import annotations
 
@@ -22,6 +23,8 @@ from metasched.measure.dask_executor import (  # noqa: E402
     NoWorkerError,
     SchedulerLostError,
     WorkerMachine,
+    describe_measuring,
+    measuring_groups,
     serves,
 )
 from tests.metasched.test_tune import matmul  # noqa: E402
@@ -33,12 +36,13 @@ def _quiet(line: str) -> None:
     pass
 
 
-def _cluster(**resources: float) -> tuple[object, object]:
+def _cluster(measure: bool = True, **resources: float) -> tuple[object, object]:
+    """Two worker processes, declaring the measure resource (or, ``measure=False``, none)."""
     cluster = distributed.LocalCluster(
         n_workers=2,
         threads_per_worker=1,
         processes=True,
-        resources={"measure": 1, **resources},
+        resources={**({"measure": 1} if measure else {}), **resources},
         dashboard_address=":0",
         silence_logs=50,
     )
@@ -64,8 +68,7 @@ def _tune(work_dir: object, **options: object) -> metasched.TuneResult:
         cost_model="random",
         strategy="replay",
         batch_size=6,
-        log=_quiet,
-        **options,
+        **{"log": _quiet, **options},
     )
 
 
@@ -108,8 +111,10 @@ def test_a_target_no_worker_serves_is_a_clear_error(client, tmp_path) -> None:  
         measurer.measure([MeasureInput(matmul, "llvm")])
 
 
-def test_a_worker_killed_mid_batch_loses_nothing_recorded(tmp_path) -> None:  # noqa: ANN001
-    cluster, client = _cluster()
+@pytest.mark.parametrize("declared", [True, False], ids=["measure-resource", "plain-workers"])
+def test_a_worker_killed_mid_batch_loses_nothing_recorded(tmp_path, declared) -> None:  # noqa: ANN001
+    # Plain workers: both are on this machine, so the lost chunk is measured again by the other one.
+    cluster, client = _cluster(measure=declared)
     try:
         pids = client.run(os.getpid)
         lines: list[str] = []
@@ -213,7 +218,8 @@ def test_a_candidate_goes_only_to_workers_whose_machine_matches_its_target() -> 
     same = _machine()
     assert serves(same, "llvm", 2) == (None, False)
     assert "fewer than the 128 threads" in str(serves(same, "llvm", 128)[0])
-    assert "does not declare the 'measure' resource" in str(serves(_machine(resources={}), "llvm", 2)[0])
+    # The measure resource decides which workers measure (measuring_groups), not which serve a target.
+    assert serves(_machine(resources={}), "llvm", 2) == (None, False)
     # The client's own machine ("llvm"): the same CPU and features, not merely more of them.
     other = _machine(cpu="sapphirerapids", features=Target.host().features | {"amx-int8"})
     assert "not the client's" in str(serves(other, "llvm", 2)[0])
@@ -247,3 +253,102 @@ def test_an_aarch64_candidate_is_measured_on_a_qemu_worker_and_marked_emulated()
     finally:
         client.close()
         cluster.close()
+
+
+def test_a_plain_local_cluster_tunes_one_chunk_at_a_time_per_machine(tmp_path, capfd) -> None:  # noqa: ANN001
+    # Any dask cluster: two worker processes that declare no resource, as LocalCluster starts them.
+    cluster, client = _cluster(measure=False)
+    try:
+        lines: list[str] = []
+        with distributed.get_task_stream(client) as stream:
+            result = _tune(tmp_path, executor=client, log=lines.append)
+        assert result.trials == 12
+        assert not result.tasks[0].errors, result.tasks[0].errors
+        assert result.best_func is not None and result.tasks[0].best_seconds
+        records = Database(tmp_path).records(matmul, "llvm")
+        assert len(records) >= 12 and all(r.is_valid for r in records), [r.error_msg for r in records]
+        # Both workers are on this machine: they measure one chunk at a time, never two at once.
+        chunks = sorted(
+            (part["start"], part["stop"])
+            for task in stream.data
+            if "measure_chunk" in str(task["key"])
+            for part in task["startstops"]
+            if part["action"] == "compute"
+        )
+        assert chunks
+        assert all(stop <= start for (_, stop), (start, _) in zip(chunks, chunks[1:])), chunks
+        # Said in the log (the executor's own, stderr by default, or the tune's).
+        told = capfd.readouterr().err + "\n".join(lines)
+        assert (
+            "measuring on 1 machine (dask workers grouped by host: 2 workers on 127.0.0.1; "
+            "none declares the 'measure' resource: one chunk at a time per machine)"
+        ) in told, told
+    finally:
+        client.close()
+        cluster.close()
+
+
+def test_two_targets_in_one_batch_take_turns_on_one_machine() -> None:
+    # Two targets make two chunks; with both workers on one machine they run one after the other.
+    # Workers of a cluster in this process (threads, several each) measure as well.
+    cluster = distributed.LocalCluster(
+        n_workers=2, threads_per_worker=2, processes=False, dashboard_address=":0", silence_logs=50
+    )
+    client = distributed.Client(cluster)
+    try:
+        lines: list[str] = []
+        measurer = Measurer("llvm", executor=client, num_threads=1, repeat=1)
+        measurer.executor.log = lines.append  # type: ignore[union-attr]
+        explicit = f"llvm -mcpu={Target.host().cpu}"
+        if Target.parse(explicit).features - Target.host().features:
+            pytest.skip(f"{explicit!r} names features this machine lacks")
+        with distributed.get_task_stream(client) as stream:
+            results = measurer.measure([MeasureInput(matmul, "llvm"), MeasureInput(matmul, explicit)])
+        assert all(r.error_kind is None and r.seconds for r in results), [r.error_msg for r in results]
+        chunks = sorted(
+            (part["start"], part["stop"])
+            for task in stream.data
+            if "measure_chunk" in str(task["key"])
+            for part in task["startstops"]
+            if part["action"] == "compute"
+        )
+        assert len(chunks) == 2 and chunks[0][1] <= chunks[1][0], chunks
+        assert lines[0].startswith("measuring on 1 machine (dask workers grouped by host: 2 workers on"), lines
+    finally:
+        client.close()
+        cluster.close()
+
+
+def test_workers_are_grouped_by_machine_unless_some_declare_the_measure_resource() -> None:
+    def worker(address: str, machine: str = "", **resources: float) -> WorkerMachine:
+        return _machine(address=address, machine=machine, resources=resources)
+
+    # Two workers on one host: one measuring machine, its workers in address order.
+    one_host = [worker("tcp://10.0.0.1:4001"), worker("tcp://10.0.0.1:4000")]
+    groups = measuring_groups(one_host)
+    assert [[w.address for w in g] for g in groups.values()] == [["tcp://10.0.0.1:4000", "tcp://10.0.0.1:4001"]]
+    assert describe_measuring(groups).startswith(
+        "measuring on 1 machine (dask workers grouped by host: 2 workers on 10.0.0.1; none declares"
+    )
+    # Two hosts: two machines.
+    two_hosts = [worker("tcp://10.0.0.1:4000"), worker("tcp://10.0.0.1:4001"), worker("tcp://10.0.0.2:4000")]
+    assert len(measuring_groups(two_hosts)) == 2
+    assert describe_measuring(measuring_groups(two_hosts)).startswith(
+        "measuring on 2 machines (dask workers grouped by host: 2 workers on 10.0.0.1, 1 worker on 10.0.0.2;"
+    )
+    # Only the machines with a worker that serves the target are counted.
+    assert describe_measuring(measuring_groups(two_hosts), ["tcp://10.0.0.2:4000"]).startswith("measuring on 1 machine")
+    # The machine's identity wins over the address: two containers of one host (one kernel) are one machine.
+    containers = [worker("tcp://172.17.0.2:4000", "boot:1"), worker("tcp://172.17.0.3:4000", "boot:1")]
+    assert len(measuring_groups(containers)) == 1
+    assert "2 workers on 172.17.0.2/172.17.0.3" in describe_measuring(measuring_groups(containers))
+    assert (
+        len(measuring_groups([worker("tcp://10.0.0.1:4000", "boot:1"), worker("tcp://10.0.0.1:4001", "boot:2")])) == 2
+    )
+    # The option: once some workers declare the resource, they alone measure, each on its own.
+    declared = [*one_host, worker("tcp://10.0.0.3:4000", measure=1), worker("tcp://10.0.0.3:4001", measure=1)]
+    groups = measuring_groups(declared)
+    assert sorted(groups) == ["tcp://10.0.0.3:4000", "tcp://10.0.0.3:4001"]
+    assert describe_measuring(groups) == (
+        "measuring on 2 dask workers that declare the 'measure' resource (one chunk at a time each)"
+    )
