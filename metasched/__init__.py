@@ -13,12 +13,15 @@ from __future__ import annotations
 from metasched.database import Database, TuningRecord
 from metasched.space.tensorize import tensorize_candidates
 from metasched.task import Task, count_flops, extract_tasks
-from metasched.tune import TaskResult, TuneResult, apply_database, tune
+from metasched.tune import NoProgramError, TaskResult, TuneResult, apply_database, tune
+from tir.registrations import RegistrationError
 
 __version__ = "0.1.0"
 
 __all__ = [
     "Database",
+    "NoProgramError",
+    "RegistrationError",
     "Task",
     "TaskResult",
     "TuneResult",

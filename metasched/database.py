@@ -17,6 +17,9 @@ is never applied to another.
 A record timed under an emulator (an AArch64 target run under qemu on an x86-64 machine) says
 ``"emulated": true``; records without the field (all older ones) were timed natively. Ranking
 (``get_top_k``) uses emulated timings only for a workload and target with no native timing.
+Likewise a record says how much other processes disturbed its timing (``"load"``, ``"stall"``:
+``metasched.measure.noise``); ranking uses busy timings only for a workload and target with no
+quiet timing.
 """
 
 from __future__ import annotations
@@ -59,10 +62,21 @@ class TuningRecord:
     error_msg: str = ""
     timestamp: float = 0.0
     emulated: bool = False  # timed under an emulator (qemu), not on the target's hardware
+    # How much other processes disturbed the timing (``metasched.measure.noise``); None: not
+    # counted (older records, other systems).
+    load: float | None = None
+    stall: float | None = None
 
     @property
     def is_valid(self) -> bool:
         return self.error_kind is None and self.seconds is not None
+
+    @property
+    def busy(self) -> bool:
+        """A timing taken while other processes kept the CPU busy."""
+        from metasched.measure.noise import is_busy
+
+        return self.is_valid and is_busy(self.load)
 
 
 def _key(func_or_hash: PrimFunc | str) -> str:
@@ -170,6 +184,8 @@ class Database:
                     error_msg=str(item.get("error_msg", "")),
                     timestamp=float(item.get("timestamp", 0.0)),
                     emulated=bool(item.get("emulated", False)),
+                    load=None if item.get("load") is None else float(item["load"]),
+                    stall=None if item.get("stall") is None else float(item["stall"]),
                 )
             except (KeyError, TypeError, ValueError):
                 warnings.warn(f"{self._record_file.path}: skipping a record with missing fields", stacklevel=2)
@@ -196,6 +212,9 @@ class Database:
         item = asdict(record)
         if not item["emulated"]:
             del item["emulated"]  # native timings keep the format older readers know
+        for optional in ("load", "stall"):
+            if item[optional] is None:
+                del item[optional]
         self._record_file.append(item)
         self._refresh()  # reads our own line back (and anything others appended)
 
@@ -231,16 +250,31 @@ class Database:
             found = list(self._records.get(_key(func_or_hash), []))
         return [r for r in found if target is None or r.target == target]
 
-    def get_top_k(self, func_or_hash: PrimFunc | str, target: str, k: int) -> list[TuningRecord]:
+    def get_top_k(
+        self, func_or_hash: PrimFunc | str, target: str, k: int, include_busy: bool = False
+    ) -> list[TuningRecord]:
         """The ``k`` fastest programs of a workload for ``target``, one record each.
 
         A program measured more than once (the tuner re-times its best few at the end) counts
         with the median of its valid measurements, so one lucky measurement cannot make it the
         best; a program that ever computed a wrong result or crashed is left out. Timings under
-        an emulator count only when the workload has no native timing for ``target``."""
+        an emulator count only when the workload has no native timing for ``target``. Timings
+        taken on a busy machine (``TuningRecord.busy``) count only when the workload has no
+        quiet timing for ``target``: load slows a parallel program more than a serial one, so
+        busy timings rank programs wrongly. ``include_busy``: every timing counts, a busy one
+        at its quiet estimate (``noise.quiet_estimate``) -- to choose which programs to re-time."""
+        from metasched.measure.noise import quiet_estimate
+
         records = self.records(func_or_hash, target)
         if any(r.emulated and r.is_valid for r in records) and any(not r.emulated and r.is_valid for r in records):
             records = [r for r in records if not (r.emulated and r.is_valid)]
+        if include_busy:
+            records = [
+                replace(r, seconds=quiet_estimate(r.seconds, r.stall)) if r.busy else r  # type: ignore[arg-type]
+                for r in records
+            ]
+        elif any(r.busy for r in records) and any(r.is_valid and not r.busy for r in records):
+            records = [r for r in records if not r.busy]
         groups: dict[str, list[TuningRecord]] = {}
         for record in records:
             groups.setdefault(record.trace_json, []).append(record)

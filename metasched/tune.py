@@ -35,6 +35,7 @@ from concurrent.futures import Executor
 from dataclasses import dataclass, field
 from typing import Any
 
+from metasched.measure.noise import is_busy
 from metasched.scheduler import TaskProgress, make_scheduler
 from metasched.search import Candidate, EvolutionarySearch, ReplaySearch, SearchStrategy
 from metasched.task import Task, extract_tasks, workload_hash
@@ -42,7 +43,7 @@ from tir.ir import IRModule, PrimFunc
 from tir.schedule import Schedule, Trace
 from tir.target import Target
 
-__all__ = ["EMULATED_NOTE", "TaskResult", "TuneResult", "TuneStatus", "apply_database", "tune"]
+__all__ = ["EMULATED_NOTE", "NoProgramError", "TaskResult", "TuneResult", "TuneStatus", "apply_database", "tune"]
 
 #: Printed after a latency timed under an emulator.
 EMULATED_NOTE = "(emulated under qemu: not the target's speed)"
@@ -66,6 +67,36 @@ class TaskResult:
     default_seconds: float | None = None  # the default schedule's measured latency (coverage)
     known_trials: int = 0  # measurements of this task already in the database when the run began
     emulated: bool = False  # best_seconds was timed under an emulator (qemu), not on the target's hardware
+    first_errors: dict[str, str] = field(default_factory=dict)  # measured failure kind -> its first message
+    busy_trials: int = 0  # valid timings of this run taken while other processes used the CPU
+    # Whether best_seconds rests on timings no other process disturbed: True, False (only busy
+    # timings: the ranking may not hold on a quiet machine), None (not counted on this system).
+    quiet: bool | None = None
+
+    def failure_stages(self) -> list[tuple[str, int, str]]:
+        """Where this task's candidates fell out, in pipeline order: (stage, how many, the first
+        reason) for the candidates rejected while being made (replay, each postprocessor, the
+        validator) and those that failed their measurement (build, run, crash, timeout, wrong)."""
+        stages: dict[str, list[Any]] = {}
+        for key, count in self.rejects.items():  # "stage: reason", in the order first seen
+            raw, _, reason = key.partition(": ")
+            reason = reason.removeprefix(f"{raw}: ")  # a PostprocError names its postprocessor too
+            stage = _STAGE_NAMES.get(raw, f"postprocessor {raw}")
+            entry = stages.setdefault(stage, [0, reason])
+            entry[0] += count
+        for kind, count in self.errors.items():
+            stages[kind] = [count, self.first_errors.get(kind, "")]
+        order = ["replay", *sorted(s for s in stages if s.startswith("postprocessor ")), "validator", *_MEASURE_STAGES]
+        ranked = sorted(stages, key=lambda stage: order.index(stage) if stage in order else len(order))
+        return [(stage, stages[stage][0], stages[stage][1]) for stage in ranked]
+
+    def failure_text(self) -> str:
+        """``failure_stages`` in one line: "256 rejected at replay (first: ...); 3 failed build (first: ...)"."""
+        parts = []
+        for stage, count, reason in self.failure_stages():
+            verb = "rejected at" if stage not in _MEASURE_STAGES else "failed:"
+            parts.append(f"{count} {verb} {stage}" + (f" (first: {reason})" if reason else ""))
+        return "; ".join(parts) if parts else "no candidate was made"
 
     @property
     def gflops(self) -> float | None:
@@ -82,6 +113,21 @@ class TaskResult:
         if self.best_seconds and self.default_seconds:
             return self.default_seconds / self.best_seconds
         return None
+
+
+#: Reject stages as the search records them -> the names users read.
+_STAGE_NAMES = {"replay": "replay", "verify": "validator", "verify-gpu": "validator"}
+#: Measured failure kinds (``MeasureResult.error_kind``), in pipeline order.
+_MEASURE_STAGES = ["build", "run", "crash", "timeout", "wrong"]
+
+
+class NoProgramError(RuntimeError):
+    """A task's search ran and ended with no valid program; the message says how many candidates
+    fell out at each stage, with the first reason of each. ``result`` is the whole ``TuneResult``."""
+
+    def __init__(self, message: str, result: TuneResult) -> None:
+        super().__init__(message)
+        self.result = result
 
 
 @dataclass
@@ -107,21 +153,48 @@ class TuneResult:
         return self.tasks[0].best_func
 
     @property
+    def busy_trials(self) -> int:
+        """Valid timings of this run taken while other processes used the CPU."""
+        return sum(task.busy_trials for task in self.tasks)
+
+    @property
+    def trustworthy(self) -> bool:
+        """Whether every task's best rests on quiet timings (see ``metasched.measure.noise``):
+        False when some task's best was only ever timed on a busy machine, whose ranking
+        may not hold once it is quiet (tuning again later re-times it from the database)."""
+        return not any(task.quiet is False for task in self.tasks)
+
+    def noise_summary(self) -> str:
+        """One line on how far other processes disturbed the timings, "" when none did."""
+        if not self.busy_trials and self.trustworthy:
+            return ""
+        valid = sum(task.trials - sum(task.errors.values()) for task in self.tasks)
+        line = f"{self.busy_trials} of {valid} timings were taken while other processes used the CPU"
+        doubtful = [task.name for task in self.tasks if task.quiet is False]
+        if not doubtful:
+            return line + "; every task's best was timed again on a quiet machine"
+        names = ", ".join(doubtful[:4]) + (" ..." if len(doubtful) > 4 else "")
+        return (
+            line + f"; UNTRUSTWORTHY: the best of {len(doubtful)} task(s) ({names}) could not be confirmed by quiet "
+            "timings (load slows parallel programs more than serial ones, and the machine stayed busy); tune again "
+            "when it is quiet: the recorded leaders are re-timed first"
+        )
+
+    @property
     def trials_per_minute(self) -> float:
         return 60.0 * self.trials / self.wall_seconds if self.wall_seconds > 0 else 0.0
 
     def summary(self) -> str:
         lines = [f"{self.trials} trials in {self.wall_seconds:.1f} s ({self.trials_per_minute:.0f}/min)"]
+        if self.noise_summary():
+            lines.append(self.noise_summary())
         for task in self.tasks:
             best = f"{task.best_seconds * 1e3:.3f} ms, {task.gflops:.1f} GFLOP/s" if task.best_seconds else "none valid"
             if task.best_seconds and task.emulated:
                 best += f" {EMULATED_NOTE}"
             lines.append(f"  {task.name}: {task.trials} trials, best {best}")
-            if task.errors:
-                lines.append("    measured failures: " + ", ".join(f"{k} {v}" for k, v in task.errors.items()))
-            if task.rejects:
-                top = task.rejects.most_common(3)
-                lines.append("    most common rejects: " + "; ".join(f"{v}x {k}" for k, v in top))
+            if task.errors or task.rejects:
+                lines.append(f"    fell out: {task.failure_text()}")
         return "\n".join(lines)
 
 
@@ -197,6 +270,7 @@ def tune(
     stop_on_interrupt: bool = False,
     intrinsics: Sequence[str] | None = None,
     search_workers: int | None = None,
+    allow_empty: bool = False,
 ) -> TuneResult:
     """Tune a program (or every function of a module, or a list of ``Task``) for ``target``.
 
@@ -221,6 +295,13 @@ def tune(
     default the target's own intrinsics are used (``space`` then keeps its own setting).
     ``search_workers``: processes making candidates for the search (replay, postprocessors,
     validator; default: one per core, 1 = in this process); the candidates are the same either way.
+
+    A task whose candidates were all rejected or all failed their measurement raises
+    ``NoProgramError`` at the end, saying how many fell out at each stage (replay, each
+    postprocessor, the validator, build, run, ...) with the first reason of each; the log says the
+    same as soon as the search runs dry. ``allow_empty=True`` returns such tasks with
+    ``best_func`` None instead (a model keeps their default schedule). A task the budget never
+    reached is not an error: ``TuneResult.uncovered`` names it.
     """
     from metasched.database import Database, TuningRecord
     from metasched.measure import MeasureInput, Measurer
@@ -250,6 +331,10 @@ def tune(
     space = space or SpaceGenerator()
     owns_measurer = measurer is None
     measurer = measurer or Measurer(target_text, executor=executor, num_threads=num_threads)
+    from metasched.measure.dask_executor import DaskExecutor
+
+    if owns_measurer and isinstance(measurer.executor, DaskExecutor):
+        measurer.executor.log = log  # it says which machines measure, and which workers were lost
     resolved = Target.parse(target_text)
     if owns_measurer and executor is None and resolved.isa == "aarch64" != Target.host().isa:
         log(
@@ -319,12 +404,17 @@ def tune(
                 error_msg=outcome.error_msg,
                 timestamp=time.time(),
                 emulated=bool(getattr(outcome, "emulated", False)),
+                load=getattr(outcome, "load", None),
+                stall=getattr(outcome, "stall", None),
             )
         )
         if outcome.build_seconds:
             build_seconds.append(outcome.build_seconds)
+        if outcome.error_kind is None and is_busy(getattr(outcome, "load", None)):
+            result.busy_trials += 1
         if outcome.error_kind is not None:
             result.errors[outcome.error_kind] += 1
+            result.first_errors.setdefault(outcome.error_kind, outcome.error_msg)
             return None
         if outcome.seconds is not None and (result.best_seconds is None or outcome.seconds < result.best_seconds):
             result.best_seconds = outcome.seconds
@@ -378,7 +468,14 @@ def tune(
             search_seconds = time.perf_counter() - search_start
             if not batch:
                 progress[index].done = True
-                log(f"[{task.name}] the design space has no new valid candidate; done")
+                result.rejects = search.rejects
+                if result.best_seconds is None:
+                    log(
+                        f"[{task.name}] the design space has no new valid candidate and no candidate ran correctly; "
+                        f"done: {result.failure_text()}"
+                    )
+                else:
+                    log(f"[{task.name}] the design space has no new valid candidate; done")
                 continue
             inputs = [MeasureInput(c.func, target_text, reference=task.func) for c in batch]
             measure_start = time.perf_counter()
@@ -397,6 +494,9 @@ def tune(
             shown = f"{best * 1e3:.3f} ms ({task.flops / best / 1e9:.1f} GFLOP/s)" if math.isfinite(best) else "none"
             if math.isfinite(best) and result.emulated:
                 shown += f" {EMULATED_NOTE}"
+            disturbed = sum(1 for outcome in measured if is_busy(getattr(outcome, "load", None)))
+            if disturbed:
+                shown += f" [busy machine: {disturbed}/{len(measured)} timings disturbed; the leaders are re-timed at the end]"
             log(
                 f"[{task.name}] trials {result.trials} (total {total}{'/' + str(trials) if trials else ''}), "
                 f"best {shown}, {elapsed:.0f} s (search {search_seconds:.1f} s, measure {measure_seconds:.1f} s)"
@@ -405,8 +505,10 @@ def tune(
         # Results: the database's best per task (earlier runs included), checked once more.
         phase = "settle"
         report()
+        # Re-timing busy leaders again waits for a quiet moment at most this long in all.
+        settle_deadline = time.perf_counter() + min(_QUIET_WAIT, max(5.0, 0.1 * (time.perf_counter() - start)))
         for task, result in zip(tasks, results):
-            _settle_best(task, result, database, target_text, measurer, log)
+            _settle_best(task, result, database, target_text, measurer, log, settle_deadline)
         # The default's latency as the best's: the median of its measurements (it may have
         # been re-timed with the best), so that the gain compares like with like.
         for index, trace_json in default_traces.items():
@@ -429,7 +531,17 @@ def tune(
             measurer.close()
     phase = "stopped" if interrupted else "done"
     report()
-    return TuneResult(database, results, total, time.perf_counter() - start, build_seconds, interrupted)
+    outcome = TuneResult(database, results, total, time.perf_counter() - start, build_seconds, interrupted)
+    empty = [r for r in results if r.best_func is None and (r.trials or r.rejects)]
+    for task_result in empty:
+        log(f"[{task_result.name}] no valid program: {task_result.failure_text()}")
+    if empty and not interrupted and not allow_empty:
+        first = empty[0]
+        others = f" (and {len(empty) - 1} more task(s))" if len(empty) > 1 else ""
+        raise NoProgramError(
+            f"task {first.name!r} ended with no valid program{others}: {first.failure_text()}", outcome
+        )
+    return outcome
 
 
 def _group(task_name: str) -> str:
@@ -493,37 +605,73 @@ def default_candidate(task: Task, sketches: Sequence[Trace], postprocs: Sequence
     return None
 
 
-def _settle_best(task: Task, result: TaskResult, database: Any, target: str, measurer: Any, log: Any) -> None:
-    """Re-time the best few recorded programs (the fastest of hundreds of noisy measurements
+def _settle_best(
+    task: Task,
+    result: TaskResult,
+    database: Any,
+    target: str,
+    measurer: Any,
+    log: Any,
+    deadline: float | None = None,
+) -> None:
+    """Re-time the leading recorded programs (the fastest of hundreds of noisy measurements
     is often a lucky one), record the new measurements, and take the fastest by the median of
     each program's measurements among those that still compute what the unscheduled program
-    computes (a program that fails the check is skipped, and said so)."""
+    computes (a program that fails the check is skipped, and said so).
+
+    The leaders are the five best by the database's ranking, and, when some of the task's
+    timings were taken on a busy machine, also the best by every timing at its quiet estimate
+    (``noise.quiet_estimate``): a parallel program timed under load looks slower than it is. A
+    re-timing that comes back busy is repeated after a pause until ``deadline``; the ranking
+    then prefers quiet timings (``Database.get_top_k``), and ``result.quiet`` says whether the
+    best rests on one."""
     from metasched.database import TuningRecord
     from metasched.measure import MeasureInput
 
+    records = database.records(task.func, target)
+    leaders = {r.trace_json: r for r in database.get_top_k(task.func, target, 5)}
+    if any(r.busy for r in records):
+        for record in database.get_top_k(task.func, target, _BUSY_LEADERS, include_busy=True):
+            leaders.setdefault(record.trace_json, record)
     replayed = []
-    for record in database.get_top_k(task.func, target, 5):
+    for record in leaders.values():
         func = _replay(task.func, Trace.from_json(record.trace_json))
         if func is not None:
             replayed.append((record, func))
-    outcomes = measurer.measure([MeasureInput(func, target, reference=task.func) for _, func in replayed])
-    failed = set()
-    for (record, _), outcome in zip(replayed, outcomes):
-        database.commit_record(
-            TuningRecord(
-                workload_hash=record.workload_hash,
-                target=target,
-                trace_json=record.trace_json,
-                seconds=outcome.seconds,
-                error_kind=outcome.error_kind,
-                error_msg=outcome.error_msg,
-                timestamp=time.time(),
-                emulated=bool(getattr(outcome, "emulated", False)),
+    failed: set[str] = set()
+    todo = replayed
+    for attempt in range(_SETTLE_ROUNDS):
+        if attempt:
+            if deadline is None or time.perf_counter() + _QUIET_PAUSE >= deadline:
+                break
+            time.sleep(_QUIET_PAUSE)  # let the other job's burst pass
+        outcomes = measurer.measure([MeasureInput(func, target, reference=task.func) for _, func in todo])
+        busy = []
+        for (record, func), outcome in zip(todo, outcomes):
+            database.commit_record(
+                TuningRecord(
+                    workload_hash=record.workload_hash,
+                    target=target,
+                    trace_json=record.trace_json,
+                    seconds=outcome.seconds,
+                    error_kind=outcome.error_kind,
+                    error_msg=outcome.error_msg,
+                    timestamp=time.time(),
+                    emulated=bool(getattr(outcome, "emulated", False)),
+                    load=getattr(outcome, "load", None),
+                    stall=getattr(outcome, "stall", None),
+                )
             )
-        )
-        if outcome.error_kind is not None:
-            failed.add(record.trace_json)
-            log(f"[{task.name}] a recorded best candidate fails its check ({outcome.error_kind}): skipped")
+            if outcome.error_kind is not None:
+                failed.add(record.trace_json)
+                log(f"[{task.name}] a recorded best candidate fails its check ({outcome.error_kind}): skipped")
+            elif is_busy(getattr(outcome, "load", None)):
+                busy.append((record, func))
+        if not busy:
+            break
+        if attempt == 0:
+            log(f"[{task.name}] {len(busy)} of {len(todo)} leaders were re-timed on a busy machine: timing them again")
+        todo = busy
     functions = {record.trace_json: func for record, func in replayed}
     # Ranked again by the medians that include the new measurements, among the programs just
     # re-timed: others may now rank above them on a single lucky measurement each.
@@ -535,9 +683,39 @@ def _settle_best(task: Task, result: TaskResult, database: Any, target: str, mea
         result.best_trace = Trace.from_json(record.trace_json)
         result.best_func = functions[record.trace_json]
         result.emulated = record.emulated
+        result.quiet = _rests_on_quiet_timings(database.records(task.func, target), record)
         return
     result.best_seconds = result.best_trace = result.best_func = None
     result.emulated = False
+
+
+def _rests_on_quiet_timings(records: Sequence[Any], best: Any) -> bool | None:
+    """Whether the choice of ``best`` rests on quiet timings: it has one, and no program timed
+    only on a busy machine might beat it (its quiet estimate is below the best's time). None
+    where the timings carry no load (not counted on this system)."""
+    from metasched.measure.noise import quiet_estimate
+
+    if not any(r.load is not None for r in records if r.is_valid):
+        return None
+    by_program: dict[str, list[Any]] = {}
+    for record in records:
+        if record.is_valid:
+            by_program.setdefault(record.trace_json, []).append(record)
+    if all(r.busy for r in by_program.get(best.trace_json, [])):
+        return False
+    for timings in by_program.values():
+        if all(r.busy for r in timings) and min(quiet_estimate(r.seconds, r.stall) for r in timings) < best.seconds:
+            return False
+    return True
+
+
+#: Programs re-timed besides the database's five best when some timings were busy.
+_BUSY_LEADERS = 8
+#: Times a leader is re-timed at most while its timings come back busy, and the pause between.
+_SETTLE_ROUNDS = 4
+_QUIET_PAUSE = 1.0
+#: Seconds the settle phase may spend waiting for quiet re-timings, at most (less for a short tune).
+_QUIET_WAIT = 30.0
 
 
 def _replay(func: PrimFunc, trace: Trace) -> PrimFunc | None:

@@ -42,7 +42,13 @@ DEMO_TIME_BUDGET = "2m"
 DEFAULT_TIME_BUDGET = "10m"
 
 # Log lines of metasched.tune worth showing without --verbose (the table shows the rest).
-_NOTABLE = ("not in the design space", "fails its check", "no new valid candidate", "interrupted")
+_NOTABLE = (
+    "not in the design space",
+    "fails its check",
+    "no new valid candidate",
+    "interrupted",
+    "re-timed on a busy machine",
+)
 
 
 def add_parser(subparsers: Any, common: argparse.ArgumentParser) -> None:
@@ -100,8 +106,9 @@ def add_parser(subparsers: Any, common: argparse.ArgumentParser) -> None:
         default="local",
         metavar="local[:N]|dask://HOST:PORT",
         help="where candidates are measured: local worker processes (default; local:N for N of them), or "
-        "the measuring workers of a dask.distributed scheduler (dask://host:8786; start each with "
-        "`metasched worker`)",
+        "the workers of a dask.distributed scheduler (dask://host:8786), one chunk of candidates at a time "
+        "per machine (`metasched worker` starts one; once some declare the measure resource, only those "
+        "measure)",
     )
     parser.add_argument("--workers", type=int, metavar="N", help="local measuring processes (default: the cores)")
     parser.add_argument(
@@ -135,7 +142,8 @@ def _make_executor(spec: str, workers: int | None) -> tuple[Executor, int | None
     ``local`` / ``local:N``: one thread of this process with SIGINT blocked, so the worker
     processes it starts inherit the blocked signal and survive Ctrl-C (the tuner alone stops,
     and kills them). ``dask://HOST:PORT`` (or ``tcp://``): the measuring workers of that
-    dask.distributed scheduler (``metasched.measure.dask_executor``)."""
+    dask.distributed scheduler (``metasched.measure.dask_executor``); an address that does not
+    answer is a ``CliError`` (``connect``)."""
     if spec == "local" or spec.startswith("local:"):
         count = spec.partition(":")[2]
         if count:
@@ -261,6 +269,7 @@ def _tune(
     from metasched.measure import Measurer
     from metasched.measure.dask_executor import DaskExecutor, NoWorkerError, SchedulerLostError
     from metasched.measure.executors import close_local_pools
+    from tir.registrations import RegistrationError
 
     budget = plural(trials, "trial") if trials is not None else f"{format_seconds(time_budget or 0)}"
     say(f"tuning {len(tasks)} tasks, budget {budget}, {args.threads} threads, work dir {work_dir}")
@@ -296,9 +305,12 @@ def _tune(
             log=log,
             on_progress=on_progress,
             stop_on_interrupt=True,
+            allow_empty=True,  # a task with no valid program keeps its default schedule (said in the summary)
         )
     except NoWorkerError as error:
         raise CliError(f"--executor {args.executor}: {error}") from None
+    except RegistrationError as error:
+        raise CliError(str(error)) from None
     except SchedulerLostError:
         raise CliError(
             f"--executor {args.executor}: the dask scheduler went away; the tune stopped, every finished "
@@ -331,6 +343,12 @@ def _summary(result: Any, work_dir: Path) -> None:
             f"the budget was too small to measure {len(result.uncovered)} of {len(result.tasks)} tasks ({names}): "
             "they keep their default schedule; a larger budget covers them"
         )
+    for task in result.tasks:
+        if task.best_func is None and (task.trials or task.rejects):
+            say(f"{task.name}: no valid program (it keeps its default schedule): {task.failure_text()}")
+    noise = result.noise_summary()
+    if noise:
+        say(("warning: " if not result.trustworthy else "note: ") + noise)
     failures = sum(sum(t.errors.values()) for t in result.tasks)
     if failures:
         kinds: dict[str, int] = {}

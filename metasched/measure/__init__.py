@@ -36,8 +36,10 @@ from typing import Any
 from metasched.measure.builder import Job, encode_program, first_line
 from metasched.measure.dask_executor import NoWorkerError, SchedulerLostError, is_dask_client
 from metasched.measure.executors import LocalPool, measure_batch
+from metasched.measure.noise import is_busy
 from metasched.task import workload_hash
 from tir.ir import PrimFunc
+from tir.registrations import RegistrationError, capture
 
 __all__ = ["MeasureInput", "MeasureResult", "Measurer", "measure_batch"]
 
@@ -56,6 +58,14 @@ class MeasureResult:
     error_msg: str = ""
     build_seconds: float = 0.0
     emulated: bool = False  # timed under an emulator (an AArch64 target on a qemu worker)
+    # Other processes' disturbance of the timing (``metasched.measure.noise``); None: not counted.
+    load: float | None = None  # run-queue waiting of the timed threads, in cores
+    stall: float | None = None  # the most-delayed thread's share of the timing spent waiting
+
+    @property
+    def busy(self) -> bool:
+        """Timed while other processes used the CPU (``noise.BUSY_LOAD``)."""
+        return is_busy(self.load)
 
 
 def _check_local_tools(target: str) -> None:
@@ -136,6 +146,11 @@ class Measurer:
         if timeout <= 0:
             raise ValueError(f"timeout must be positive, got {timeout}")
         self.target = target
+        if isinstance(executor, str):
+            raise TypeError(
+                f"executor={executor!r}: give an Executor object, e.g. distributed.Client({executor!r}) for a dask "
+                "scheduler (the command line's --executor takes addresses)"
+            )
         if executor is None:
             _check_local_tools(target)
         if is_dask_client(executor):
@@ -172,6 +187,7 @@ class Measurer:
         candidate several times slower be reported after one run instead of ``repeat``."""
         if not inputs:
             return []
+        registrations = capture()
         jobs = [
             Job(
                 encode_program(item.func),
@@ -182,6 +198,7 @@ class Measurer:
                 best_seconds,
                 self.budget,
                 self.flush_cache,
+                registrations,
             )
             for item in inputs
         ]
@@ -199,6 +216,8 @@ class Measurer:
                 error_msg=reply.get("error_msg", ""),
                 build_seconds=reply.get("build_seconds", 0.0),
                 emulated=bool(reply.get("emulated", False)),
+                load=reply.get("load"),
+                stall=reply.get("stall"),
             )
             for reply in replies
         ]
@@ -212,8 +231,8 @@ class Measurer:
         for chunk, future in zip(chunks, futures):
             try:
                 replies.extend(future.result())
-            except (NoWorkerError, SchedulerLostError):
-                raise  # the cluster, not a candidate, is at fault: the tune stops
+            except (NoWorkerError, SchedulerLostError, RegistrationError):
+                raise  # the cluster or the registrations, not a candidate, are at fault: the tune stops
             except Exception as error:  # noqa: BLE001 - a lost executor task is a result too
                 failure = {"error_kind": "crash", "error_msg": f"the executor's task failed: {first_line(error)}"}
                 replies.extend(dict(failure) for _ in chunk)

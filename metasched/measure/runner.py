@@ -12,7 +12,10 @@ skips elements, or computes NaN): then the outputs of the reference and of every
 start from their random values instead.
 
     reference = compute_reference(encode_program(unscheduled), "llvm")
-    run_job(7, job, reference)     # {"seconds": 1.2e-3} or {"error_kind": "wrong", ...}
+    run_job(7, job, reference)     # {"seconds": 1.2e-3, "load": 0.0, "stall": 0.0} or {"error_kind": "wrong", ...}
+
+``load`` and ``stall`` say how long other processes kept the timed threads waiting for a CPU
+(``metasched.measure.noise``; absent where the OS does not count it).
 
 A module built for AArch64 on another machine runs under qemu (``tir.runtime.aarch64``): it is
 checked like any other, and its timing comes back marked ``"emulated": True`` (it measures this
@@ -29,6 +32,7 @@ from typing import Any
 import numpy as np
 
 from metasched.measure.builder import Job, built_modules, decode_program, first_line
+from metasched.measure.noise import ThreadWaits
 
 __all__ = ["Reference", "compare_outputs", "compute_reference", "make_arguments", "run_job"]
 
@@ -301,6 +305,7 @@ def run_job(key: int, job: Job, reference: Reference | None) -> dict[str, Any]:
     reply = _run_built(built, job, reference)
     if is_emulated(built.module):
         reply["emulated"] = True
+        reply.pop("load", None), reply.pop("stall", None)  # qemu's threads are not the target's
     return reply
 
 
@@ -313,6 +318,16 @@ def _run_built(built: Any, job: Job, reference: Reference | None) -> dict[str, A
             built.set_num_threads(job.num_threads)
         arrays, outputs = make_arguments(func, nan_outputs=reference is None or reference.nan_outputs)
         timed = built.arguments(arrays)  # packs layout-free parameters (not timed)
+        # How long other processes kept this worker's threads waiting while it was timed
+        # (``noise``): a disturbed timing does not decide the best program.
+        watch = ThreadWaits.start()
+
+        def result(seconds: float) -> dict[str, Any]:
+            if watch is None:
+                return {"seconds": seconds}
+            load, stall = watch.stop()
+            return {"seconds": seconds, "load": load, "stall": stall}
+
         # Timed like the repeats below (the arguments checked outside the clock), so that the
         # first run compares with them.
         first = module.time(*timed, repeat=1, warmup=0)
@@ -327,16 +342,16 @@ def _run_built(built: Any, job: Job, reference: Reference | None) -> dict[str, A
         if first >= job.budget:
             # Slower than the whole timing budget: its exact time cannot matter, and timing it
             # again would cost the search more than all else.
-            return {"seconds": first}
+            return result(first)
         if job.best is not None and first > GIVE_UP_FACTOR * job.best:
             # Far slower than the best so far -- or only cold (a thread pool's start, code pages):
             # a fast kernel's first run can take many times its time; a slow one's cannot. A
             # second, warm run decides for a fast one; slow in both, it is reported as it is.
             if first >= COLD_LIMIT:
-                return {"seconds": first}
+                return result(first)
             second = module.time(*timed, repeat=1, number=_calls_per_sample(first, flush_cache), warmup=0)
             if second > GIVE_UP_FACTOR * job.best:
-                return {"seconds": min(first, second)}
+                return result(min(first, second))
             first = second
         number = _calls_per_sample(first, flush_cache)
         repeat = max(1, min(job.repeat, int(job.budget / max(first * number, 1e-9))))
@@ -354,7 +369,6 @@ def _run_built(built: Any, job: Job, reference: Reference | None) -> dict[str, A
                 for array in activations:
                     array.sum()  # read back into the caches, as the layer before left them
             samples.append(module.time(*timed, repeat=1, number=number, warmup=0))
-        seconds = float(np.median(samples))
+        return result(float(np.median(samples)))
     except Exception as error:  # noqa: BLE001 - every failure is a result, never fatal
         return {"error_kind": "run", "error_msg": first_line(error)}
-    return {"seconds": seconds}

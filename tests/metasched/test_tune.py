@@ -50,8 +50,11 @@ def test_a_16_trial_tune_of_a_small_matmul_beats_the_unscheduled_program(tmp_pat
     # Everything measured is in the database; the best replays through apply_database.
     database = Database(tmp_path)
     records = database.records(matmul, "llvm")
-    # 16 trials, then the best few (at most 5) timed again at the end.
-    assert 16 < len(records) <= 21 and len({r.trace_json for r in records}) == 16
+    # 16 trials, then the best few (at most 5) timed again at the end; on a busy machine more
+    # leaders, re-timed until quiet (metasched.measure.noise).
+    extra = len(records) - 16
+    assert len({r.trace_json for r in records}) == 16
+    assert 0 < extra <= 5 or (any(r.busy for r in records) and extra <= 13 * 4)
     applied = metasched.apply_database(matmul, database, "llvm")
     assert applied is not None and tir.structural_equal(applied, task.best_func)
     assert metasched.apply_database(matmul, database, "llvm -mcpu=x86-64") is None
@@ -149,9 +152,10 @@ def test_failing_candidates_are_recorded_with_their_kind_and_the_tune_finishes(t
     assert task.errors["wrong"] == 1 and task.errors["timeout"] == 1
     assert task.best_func is not None
     kinds = [r.error_kind for r in Database(tmp_path).records(matmul, "llvm")]
-    # The 8 trials, then the 5 best valid ones timed again at the end.
+    # The 8 trials, then the 5 best valid ones timed again at the end (and again, those whose
+    # re-timing other processes disturbed: metasched.measure.noise).
     assert kinds[:8].count("wrong") == 1 and kinds[:8].count("timeout") == 1 and kinds[:8].count(None) == 6
-    assert kinds[8:] == [None] * 5
+    assert len(kinds[8:]) >= 5 and set(kinds[8:]) == {None}
     # The best is a real candidate, checked, not one of the poisoned ones.
     assert workload_hash(matmul) == Database(tmp_path).records(matmul, "llvm")[0].workload_hash
     assert Trace.from_json(Database(tmp_path).get_top_k(matmul, "llvm", 1)[0].trace_json)

@@ -1,0 +1,187 @@
+"""Timings taken on a busy machine do not decide the best program (``metasched.measure.noise``)."""
+
+from __future__ import annotations
+
+import importlib
+import random
+import time
+
+import pytest
+
+import metasched
+import tir
+import tir.script as T
+from metasched.database import Database, TuningRecord
+from metasched.measure import MeasureInput, Measurer, MeasureResult
+from metasched.measure.noise import BUSY_LOAD, ThreadWaits, is_busy, quiet_estimate
+
+# The module (``metasched.tune`` the attribute is the function).
+tune_module = importlib.import_module("metasched.tune")
+
+
+@T.script
+def matmul(A: T.Buffer((64, 64), "float32"), B: T.Buffer((64, 64), "float32"), C: T.Buffer((64, 64), "float32")):
+    for i, j, k in T.grid(64, 64, 64):
+        with T.block("C"):
+            vi, vj, vk = T.remap("SSR", i, j, k)
+            with T.init():
+                C[vi, vj] = 0.0
+            C[vi, vj] += A[vi, vk] * B[vk, vj]
+
+
+def is_parallel(func: tir.PrimFunc) -> bool:
+    """Half the programs of this simulation run on every core, the other half on one."""
+    return tir.structural_hash(func) % 2 == 0
+
+
+def true_seconds(func: tir.PrimFunc) -> float:
+    """A program's latency on the quiet machine of this simulation (fixed per program): the
+    parallel ones are the faster."""
+    spread = (tir.structural_hash(func) // 2 % 997) / 997
+    return 1e-3 * ((0.5 + 0.5 * spread) if is_parallel(func) else (1.0 + spread))
+
+
+class NoisyMeasurer:
+    """Quiet timings within 0.5% of the true latency. While ``busy()`` says so, another job
+    takes a core: a parallel program waits for its slowest thread (2-4x slower, reported with
+    the load the real runner would count); a serial one runs on the free core, undisturbed.
+    On a busy machine the serial programs look the fastest."""
+
+    def __init__(self, busy: object, seed: int = 0) -> None:
+        self.busy = busy
+        self.rng = random.Random(seed)
+
+    def measure(self, inputs: list[MeasureInput], best_seconds: float | None = None) -> list[MeasureResult]:
+        out = []
+        for item in inputs:
+            seconds = true_seconds(item.func) * self.rng.uniform(0.995, 1.005)
+            if self.busy() and is_parallel(item.func):  # type: ignore[operator]
+                slowdown = self.rng.uniform(2.0, 4.0)
+                out.append(MeasureResult(seconds * slowdown, load=0.9, stall=1 - 1 / slowdown))
+            else:
+                out.append(MeasureResult(seconds, load=0.001, stall=0.0))
+        return out
+
+    def close(self) -> None:
+        pass
+
+
+@pytest.fixture(autouse=True)
+def short_pauses(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(tune_module, "_QUIET_PAUSE", 0.01)
+
+
+def test_a_tune_busy_until_its_end_keeps_the_program_a_quiet_timing_ranks_best(tmp_path) -> None:  # noqa: ANN001
+    phase = {"settling": False}
+    measurer = NoisyMeasurer(busy=lambda: not phase["settling"])
+
+    def on_progress(status: tune_module.TuneStatus) -> None:
+        phase["settling"] = status.phase == "settle"
+
+    result = metasched.tune(
+        matmul,
+        "llvm",
+        trials=64,
+        batch_size=16,
+        work_dir=str(tmp_path),
+        measurer=measurer,
+        search_workers=1,
+        log=lambda line: None,
+        on_progress=on_progress,
+    )
+    task = result.tasks[0]
+    assert task.busy_trials > 10  # the search really ran on a busy machine
+    # The best is chosen by quiet timings: among every program that has one, none is faster.
+    database = Database(tmp_path)
+    quiet = {r.trace_json for r in database.records(matmul, "llvm") if r.is_valid and not r.busy}
+    assert task.best_trace is not None and task.best_trace.to_json() in quiet
+    quiet_programs = [tune_module._replay(matmul, tir.schedule.Trace.from_json(t)) for t in quiet]
+    assert true_seconds(task.best_func) == min(true_seconds(f) for f in quiet_programs)
+    # And it is the fastest program measured at all: the busy timings' quiet estimates chose
+    # the leaders to re-time, so one measured only under load was not lost.
+    measured = {r.trace_json for r in database.records(matmul, "llvm") if r.is_valid}
+    every_program = [tune_module._replay(matmul, tir.schedule.Trace.from_json(t)) for t in measured]
+    assert true_seconds(task.best_func) == min(true_seconds(f) for f in every_program)
+    assert task.quiet is True and result.trustworthy
+    assert "every task's best was timed again on a quiet machine" in result.noise_summary()
+
+
+def test_a_tune_busy_to_the_end_says_it_is_untrustworthy(tmp_path) -> None:  # noqa: ANN001
+    result = metasched.tune(
+        matmul,
+        "llvm",
+        trials=32,
+        batch_size=16,
+        work_dir=str(tmp_path),
+        measurer=NoisyMeasurer(busy=lambda: True),
+        search_workers=1,
+        log=lambda line: None,
+    )
+    task = result.tasks[0]
+    # The parallel programs, faster on a quiet machine, were only ever timed on a busy one:
+    # whatever was kept, the choice cannot be confirmed.
+    assert task.quiet is False and not result.trustworthy
+    assert "UNTRUSTWORTHY" in result.noise_summary() and "UNTRUSTWORTHY" in result.summary()
+
+
+def test_busy_timings_rank_only_where_no_quiet_timing_exists(tmp_path) -> None:  # noqa: ANN001
+    database = Database(tmp_path)
+    key = database.commit_workload(matmul)
+
+    def record(trace: str, seconds: float, load: float | None, stall: float | None = None) -> None:
+        database.commit_record(TuningRecord(key, "llvm", trace, seconds, load=load, stall=stall))
+
+    record("serial", 2.0e-3, 0.0)
+    record("parallel", 2.5e-3, 0.9, stall=0.5)  # timed while a core was taken: half its time waiting
+    record("old", 3.0e-3, None)  # an older record without the counters counts as quiet
+    assert [r.trace_json for r in database.get_top_k(matmul, "llvm", 5)] == ["serial", "old"]
+    # To choose what to re-time, the busy one counts at its quiet estimate (1.25 ms).
+    leaders = database.get_top_k(matmul, "llvm", 5, include_busy=True)
+    assert [r.trace_json for r in leaders] == ["parallel", "serial", "old"]
+    assert leaders[0].seconds == pytest.approx(1.25e-3)
+    # Reloaded from disk, the counters are still there.
+    again = Database(tmp_path).records(matmul, "llvm")
+    assert [(r.load, r.stall) for r in again] == [(0.0, None), (0.9, 0.5), (None, None)]
+
+
+def test_quiet_estimate_and_threshold() -> None:
+    assert quiet_estimate(2.0, 0.5) == pytest.approx(1.0)
+    assert quiet_estimate(2.0, None) == 2.0
+    assert not is_busy(None) and not is_busy(BUSY_LOAD / 2) and is_busy(BUSY_LOAD)
+
+
+def test_thread_waits_count_competing_processes() -> None:
+    """As many spinning processes as this process has CPUs, and a spinning thread here: it
+    waits for a CPU part of the time, and the waits show up (skipped where Linux does not
+    count them)."""
+    import os
+    import subprocess
+    import sys
+
+    if ThreadWaits.start() is None:
+        pytest.skip("this system does not count run-queue waits")
+    hogs = [
+        subprocess.Popen([sys.executable, "-c", "import time\nend = time.time() + 5\nwhile time.time() < end: pass"])
+        for _ in os.sched_getaffinity(0)
+    ]
+    try:
+        time.sleep(0.3)  # the hogs are running
+        watch = ThreadWaits.start()
+        assert watch is not None
+        end = time.perf_counter() + 0.8
+        while time.perf_counter() < end:
+            pass
+        load, stall = watch.stop()
+    finally:
+        for hog in hogs:
+            hog.kill()
+            hog.wait()
+    assert load > BUSY_LOAD and 0 < stall <= 1
+
+
+def test_the_real_runner_reports_the_load_of_each_timing() -> None:
+    with Measurer("llvm", num_threads=1, repeat=2) as measurer:
+        (outcome,) = measurer.measure([MeasureInput(matmul, "llvm")])
+    assert outcome.error_kind is None
+    if ThreadWaits.start() is not None:
+        assert outcome.load is not None and outcome.load >= 0 and 0 <= (outcome.stall or 0) <= 1
