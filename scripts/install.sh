@@ -3,11 +3,20 @@
 #   bash scripts/install.sh          the package and its runtime dependencies
 #   bash scripts/install.sh --test   also the test tools and dask.distributed, and (as root, on Debian/Ubuntu) the
 #                                    AArch64 cross toolchain and qemu-user for the AArch64 tests
+#   bash scripts/install.sh --zoo    also torch (a CPU build where one is at hand), torchvision, transformers and
+#                                    onnxscript: what benchmarks/model_zoo.py exports its models with
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 want_test=0
-[ "${1:-}" = "--test" ] && want_test=1
+want_zoo=0
+for arg in "$@"; do
+    case "$arg" in
+        --test) want_test=1 ;;
+        --zoo) want_zoo=1 ;;
+        *) echo "usage: bash scripts/install.sh [--test] [--zoo]" >&2; exit 2 ;;
+    esac
+done
 
 python3 - <<'PY'
 import sys
@@ -38,6 +47,19 @@ if [ "$want_test" = 1 ]; then
             echo "note: ${need_apt[*]} missing and not root/apt: the AArch64 tests will be skipped" >&2
         fi
     fi
+fi
+if [ "$want_zoo" = 1 ]; then
+    # A CPU-only torch wheel from pip's find-links folders when one is there (PyPI's Linux torch
+    # brings gigabytes of CUDA libraries); torchvision is taken in the release made for that torch.
+    torch_spec=torch
+    for folder in $(python3 -m pip config list 2>/dev/null | sed -n "s/^.*find-links='\(.*\)'$/\1/p") /opt/wheels; do
+        found=$(ls "$folder"/torch-*+cpu-cp3*.whl 2>/dev/null | head -n 1 || true)
+        if [ -n "$found" ]; then torch_spec="$found"; break; fi
+    done
+    python3 -m pip install "${pip_flags[@]}" "$torch_spec"
+    torch_minor=$(python3 -c 'import torch; print(torch.__version__.split("+")[0].rsplit(".", 1)[0])')
+    vision_minor=$(python3 -c "major, minor = '$torch_minor'.split('.'); print(f'0.{int(minor) + 15}')")
+    python3 -m pip install "${pip_flags[@]}" "torchvision==${vision_minor}.*" transformers onnxscript
 fi
 echo "tensorir installed ($(python3 -c 'import tir; print(tir.__file__.rsplit("/", 2)[0])'))"
 # pip puts the metasched script beside this Python's executables, which may not be on PATH
