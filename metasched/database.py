@@ -18,8 +18,8 @@ A record timed under an emulator (an AArch64 target run under qemu on an x86-64 
 ``"emulated": true``; records without the field (all older ones) were timed natively. Ranking
 (``get_top_k``) uses emulated timings only for a workload and target with no native timing.
 Likewise a record says how much other processes disturbed its timing (``"load"``, ``"stall"``:
-``metasched.measure.noise``); ranking uses busy timings only for a workload and target with no
-quiet timing.
+``metasched.measure.noise``); ranking uses a busy timing only for a program with no quiet one,
+at its quiet estimate.
 """
 
 from __future__ import annotations
@@ -250,31 +250,31 @@ class Database:
             found = list(self._records.get(_key(func_or_hash), []))
         return [r for r in found if target is None or r.target == target]
 
-    def get_top_k(
-        self, func_or_hash: PrimFunc | str, target: str, k: int, include_busy: bool = False
-    ) -> list[TuningRecord]:
+    def get_top_k(self, func_or_hash: PrimFunc | str, target: str, k: int) -> list[TuningRecord]:
         """The ``k`` fastest programs of a workload for ``target``, one record each.
 
         A program measured more than once (the tuner re-times its best few at the end) counts
         with the median of its valid measurements, so one lucky measurement cannot make it the
         best; a program that ever computed a wrong result or crashed is left out. Timings under
-        an emulator count only when the workload has no native timing for ``target``. Timings
-        taken on a busy machine (``TuningRecord.busy``) count only when the workload has no
-        quiet timing for ``target``: load slows a parallel program more than a serial one, so
-        busy timings rank programs wrongly. ``include_busy``: every timing counts, a busy one
-        at its quiet estimate (``noise.quiet_estimate``) -- to choose which programs to re-time."""
+        an emulator count only when the workload has no native timing for ``target``. A timing
+        taken on a busy machine (``TuningRecord.busy``) counts only for a program with no quiet
+        timing, and then at its quiet estimate (``noise.quiet_estimate``): load slows a
+        parallel program more than a serial one, so raw busy timings rank programs wrongly."""
         from metasched.measure.noise import quiet_estimate
 
         records = self.records(func_or_hash, target)
         if any(r.emulated and r.is_valid for r in records) and any(not r.emulated and r.is_valid for r in records):
             records = [r for r in records if not (r.emulated and r.is_valid)]
-        if include_busy:
-            records = [
-                replace(r, seconds=quiet_estimate(r.seconds, r.stall)) if r.busy else r  # type: ignore[arg-type]
-                for r in records
-            ]
-        elif any(r.busy for r in records) and any(r.is_valid and not r.busy for r in records):
-            records = [r for r in records if not r.busy]
+        quiet_programs = {r.trace_json for r in records if r.is_valid and not r.busy}
+        records = [
+            r
+            if not r.busy
+            else None
+            if r.trace_json in quiet_programs
+            else replace(r, seconds=quiet_estimate(r.seconds, r.stall))  # type: ignore[arg-type]
+            for r in records
+        ]
+        records = [r for r in records if r is not None]
         groups: dict[str, list[TuningRecord]] = {}
         for record in records:
             groups.setdefault(record.trace_json, []).append(record)

@@ -619,20 +619,18 @@ def _settle_best(
     each program's measurements among those that still compute what the unscheduled program
     computes (a program that fails the check is skipped, and said so).
 
-    The leaders are the five best by the database's ranking, and, when some of the task's
-    timings were taken on a busy machine, also the best by every timing at its quiet estimate
-    (``noise.quiet_estimate``): a parallel program timed under load looks slower than it is. A
+    The leaders are the five best by the database's ranking (a program timed only on a busy
+    machine at its quiet estimate, ``noise.quiet_estimate``: a parallel program timed under
+    load looks slower than it is), eight when some of the task's timings were busy. A
     re-timing that comes back busy is repeated after a pause until ``deadline``; the ranking
-    then prefers quiet timings (``Database.get_top_k``), and ``result.quiet`` says whether the
-    best rests on one."""
+    prefers quiet timings (``Database.get_top_k``), and ``result.quiet`` says whether the best
+    rests on them."""
     from metasched.database import TuningRecord
     from metasched.measure import MeasureInput
 
     records = database.records(task.func, target)
-    leaders = {r.trace_json: r for r in database.get_top_k(task.func, target, 5)}
-    if any(r.busy for r in records):
-        for record in database.get_top_k(task.func, target, _BUSY_LEADERS, include_busy=True):
-            leaders.setdefault(record.trace_json, record)
+    count = _BUSY_LEADERS if any(r.busy for r in records) else 5
+    leaders = {r.trace_json: r for r in database.get_top_k(task.func, target, count)}
     replayed = []
     for record in leaders.values():
         func = _replay(task.func, Trace.from_json(record.trace_json))
@@ -709,7 +707,7 @@ def _rests_on_quiet_timings(records: Sequence[Any], best: Any) -> bool | None:
     return True
 
 
-#: Programs re-timed besides the database's five best when some timings were busy.
+#: Programs re-timed (instead of five) when some of the task's timings were busy.
 _BUSY_LEADERS = 8
 #: Times a leader is re-timed at most while its timings come back busy, and the pause between.
 _SETTLE_ROUNDS = 4
