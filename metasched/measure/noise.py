@@ -14,10 +14,12 @@ seconds:
   0.5 when a two-thread kernel's threads waited half a core's worth in all;
 - ``stall``: the largest one thread's share of the window spent waiting (0 to 1): what the
   critical path lost. ``seconds * (1 - stall)`` estimates the quiet time of a kernel whose
-  threads run in lockstep; the tuner uses it only to choose which programs to re-time.
+  threads run in lockstep.
 
-A window whose ``load`` is at least ``BUSY_LOAD`` is busy: its timing does not decide the best
-program while a quiet one exists (``metasched.database``, ``metasched.tune``). Where the counters
+A window whose ``load`` is at least ``BUSY_LOAD`` is busy: its timing counts only for a program
+with no quiet timing, and then at its quiet estimate (``metasched.database``); the tuner re-times
+its leaders until their timings are quiet or its patience ends, and says whether the best rests
+on quiet timings (``metasched.tune``). Where the counters
 do not exist (another OS, a kernel without schedstats), ``ThreadWaits.start`` gives None and
 nothing is judged.
 
