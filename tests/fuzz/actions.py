@@ -424,6 +424,30 @@ WEIGHTS: dict[str, float] = {
 }
 
 
-def draw_action(rng: random.Random) -> str:
+#: A focus on the primitives that change the order in which a reduction's instances run, for the
+#: reduction kernels with a ``T.init()`` (``INIT_ORDER_KERNELS``): fuse a spatial with a reduce
+#: loop, split the fused loop, reorder the parts, move or blockize the block; the init must still
+#: run before every update of its output element.
+INIT_ORDER_WEIGHTS: dict[str, float] = {
+    "split": 3.0,
+    "fuse": 3.0,
+    "reorder": 4.0,
+    "blockize": 0.5,
+    "compute_at": 0.5,
+    "reverse_compute_at": 0.5,
+    "decompose_reduction": 0.3,
+    "merge_reduction": 0.3,
+    "rfactor": 0.3,
+    "transform_block_layout": 0.3,
+    "sample_compute_location": 0.3,
+}
+
+
+def draw_action(rng: random.Random, weights: dict[str, float] | None = None) -> str:
+    """An action name, drawn by ``weights`` (default ``WEIGHTS``; with ``weights`` given, only
+    the actions it names)."""
+    if weights is not None:
+        names = [name for name in ACTIONS if name in weights]
+        return rng.choices(names, weights=[weights[name] for name in names])[0]
     names = list(ACTIONS)
     return rng.choices(names, weights=[WEIGHTS.get(name, 1.0) for name in names])[0]

@@ -227,16 +227,25 @@ def _trace_with(sch: Schedule, call: Call | None) -> str:
     return Trace(instructions).to_json()
 
 
-def run_sequence(seq_id: int, seed: int, checker: Checker, report: Report) -> None:
-    """Apply one random sequence (drawn from ``(seed, seq_id)``), checking every step."""
-    kernel, sch_seed, length = sequence_plan(seed, seq_id)
+def run_sequence(
+    seq_id: int,
+    seed: int,
+    checker: Checker,
+    report: Report,
+    kernels: list[str] | None = None,
+    weights: dict[str, float] | None = None,
+) -> None:
+    """Apply one random sequence (drawn from ``(seed, seq_id)``), checking every step.
+    ``kernels`` / ``weights``: draw only those kernels, and actions by those weights (a focused
+    run; see ``fuzz``)."""
+    kernel, sch_seed, length = sequence_plan(seed, seq_id, kernels)
     rng = Drawer(f"fuzz-actions:{seed}:{seq_id}")
     original = KERNELS[kernel]
     sch = Schedule(original, seed=sch_seed)
     report.sequences += 1
     for step in range(length):
         report.steps += 1
-        action = draw_action(rng)
+        action = draw_action(rng, weights)
         report.attempted[action] += 1
         call: Call | None = None
         func = sch.func
@@ -282,10 +291,11 @@ def run_sequence(seq_id: int, seed: int, checker: Checker, report: Report) -> No
         report.failures.append(Failure("invalid", "trace replay", kernel, message, sch.trace.to_json(), seq_id, -1))
 
 
-def sequence_plan(seed: int, seq_id: int) -> tuple[str, int, int]:
-    """Kernel, schedule seed and length of sequence ``seq_id``: a function of the seeds only."""
+def sequence_plan(seed: int, seq_id: int, kernels: list[str] | None = None) -> tuple[str, int, int]:
+    """Kernel, schedule seed and length of sequence ``seq_id``: a function of the seeds (and of
+    ``kernels``, the names to draw from: default the whole corpus) only."""
     rng = random.Random(f"fuzz-plan:{seed}:{seq_id}")
-    names = sorted(KERNELS)
+    names = sorted(kernels if kernels is not None else KERNELS)
     return names[rng.randrange(len(names))], rng.randrange(2**31), rng.randint(1, MAX_SEQUENCE)
 
 
@@ -332,11 +342,11 @@ def _worker_main(conn: multiprocessing.connection.Connection) -> None:
         if request[0] == "stop":
             return
         if request[0] == "sequence":
-            _, seq_id, seed = request
+            _, seq_id, seed, kernels, weights = request
             report = Report()
             began = time.monotonic()
-            run_sequence(seq_id, seed, checker, report)
-            report.slowest = [(time.monotonic() - began, seq_id, sequence_plan(seed, seq_id)[0])]
+            run_sequence(seq_id, seed, checker, report, kernels, weights)
+            report.slowest = [(time.monotonic() - began, seq_id, sequence_plan(seed, seq_id, kernels)[0])]
             conn.send(("done", report))
         elif request[0] == "selftest_out_of_bounds":
             # The harness's own check: a write one element past a guarded array kills the worker.
@@ -455,9 +465,12 @@ def fuzz(
     seed: int = 0,
     jobs: int = 2,
     progress: Callable[[Report], None] | None = None,
+    kernels: list[str] | None = None,
+    weights: dict[str, float] | None = None,
 ) -> Report:
     """Run sequences ``0, 1, 2, ...`` of seed ``seed`` on ``jobs`` workers until ``steps``
-    primitive steps are planned (a fixed set of sequences for a seed) or ``seconds`` pass."""
+    primitive steps are planned (a fixed set of sequences for a seed) or ``seconds`` pass.
+    ``kernels`` / ``weights`` focus the run on some kernels and actions (``run_sequence``)."""
     report = Report()
     workers = [Worker() for _ in range(max(jobs, 1))]
     busy: dict[int, int] = {}  # worker index -> sequence id
@@ -470,8 +483,8 @@ def fuzz(
             for index, worker in enumerate(workers):
                 if index in busy or out_of_time or (steps is not None and planned >= steps):
                     continue
-                planned += sequence_plan(seed, next_seq)[2]
-                worker.send(("sequence", next_seq, seed))
+                planned += sequence_plan(seed, next_seq, kernels)[2]
+                worker.send(("sequence", next_seq, seed, kernels, weights))
                 busy[index] = next_seq
                 next_seq += 1
             if not busy:

@@ -494,6 +494,40 @@ def reduce_3_axes(A: T.Buffer((3, 5, 7, 2), "float32"), B: T.Buffer((2,), "float
 
 
 @T.script
+def row_sum_init(A: T.Buffer((6, 12), "float32"), S: T.Buffer((6,), "float32")):
+    # A non-zero init: an init that runs late (after updates of its row) shows in the result even
+    # where the updates it overwrites sum to little.
+    for i, k in T.grid(6, 12):
+        with T.block("S"):
+            vi, vk = T.remap("SR", i, k)
+            with T.init():
+                S[vi] = 10.0
+            S[vi] += A[vi, vk]
+
+
+@T.script
+def row_sum_init_chain(A: T.Buffer((6, 12), "float32"), D: T.Buffer((6, 12), "float32")):
+    # row_sum_init between a producer and a consumer of the same 6x12 shape, so that
+    # compute_at / reverse_compute_at can move the reduction under fused, split, reordered loops.
+    B = T.alloc_buffer((6, 12), "float32")
+    S = T.alloc_buffer((6,), "float32")
+    for i, k in T.grid(6, 12):
+        with T.block("B"):
+            vi, vk = T.remap("SS", i, k)
+            B[vi, vk] = A[vi, vk] * 2.0
+    for i, k in T.grid(6, 12):
+        with T.block("S"):
+            vi, vk = T.remap("SR", i, k)
+            with T.init():
+                S[vi] = 10.0
+            S[vi] += B[vi, vk]
+    for i, k in T.grid(6, 12):
+        with T.block("D"):
+            vi, vk = T.remap("SS", i, k)
+            D[vi, vk] = S[vi] - B[vi, vk]
+
+
+@T.script
 def min_max_outputs(A: T.Buffer((5, 11), "float32"), lo: T.Buffer((5,), "float32"), hi: T.Buffer((5,), "float32")):
     for i, k in T.grid(5, 11):
         with T.block("lo"):
@@ -620,11 +654,17 @@ KERNELS: dict[str, PrimFunc] = {
         conv1d_transpose,
         max_pool2d_nhwc, avg_pool2d_nchw_pad, global_avg_pool,
         softmax, layer_norm, l2_normalize,
-        row_col_sums, reduce_3_axes, min_max_outputs, int_sum_of_products, prefix_sum,
+        row_col_sums, reduce_3_axes, row_sum_init, row_sum_init_chain, min_max_outputs, int_sum_of_products,
+        prefix_sum,
         elementwise_chain, broadcast_bias_tanh, two_outputs_one_block, int_floor_div_mod,
         int8_saturating_add, float64_stencil, prime_3d_scale,
     ]
 }  # fmt: skip
+
+
+#: The reductions with a non-zero ``T.init()`` that the init-order fuzz run focuses on (with
+#: ``tests.fuzz.actions.INIT_ORDER_WEIGHTS``).
+INIT_ORDER_KERNELS: list[str] = ["row_sum_init", "row_sum_init_chain"]
 
 
 # ---------------------------------------------------------------- numpy references (some kernels)
@@ -662,6 +702,8 @@ REFERENCES: dict[str, Reference] = {
     "conv2d_nchw_dilated": lambda data, weight, out: {"out": _conv2d_nchw(data, weight, 1, 2)},
     "softmax": lambda A, B: {"B": np.exp(A - A.max(1, keepdims=True)) / np.exp(A - A.max(1, keepdims=True)).sum(1, keepdims=True)},
     "row_col_sums": lambda A, R, C: {"R": A.sum(1), "C": A.sum(0)},
+    "row_sum_init": lambda A, S: {"S": 10.0 + A.sum(1)},
+    "row_sum_init_chain": lambda A, D: {"D": (10.0 + 2.0 * A.sum(1))[:, None] - 2.0 * A},
     "min_max_outputs": lambda A, lo, hi: {"lo": A.min(1), "hi": A.max(1)},
     "prefix_sum": lambda A, B: {"B": np.cumsum(A)},
     "int_floor_div_mod": _floor_div_mod_reference,

@@ -3,6 +3,8 @@
     python -m tests.fuzz.run --steps 50000 --seed 1 --jobs 2 --out fuzz-out/
     python -m tests.fuzz.run --seconds 300 --seed 7
     python -m tests.fuzz.run --replay fuzz-out/wrong_result/000_reverse_compute_inline_pad_1d.json
+    python -m tests.fuzz.run --init-order --steps 5000   only the reductions with a T.init, under
+                                                        the primitives that reorder them
 
 Prints the failure counts per class (and per primitive), then writes one minimized reproducer
 per distinct failure under ``--out`` (``<class>/<n>_<primitive>_<kernel>.json``: kernel name,
@@ -17,7 +19,9 @@ import argparse
 import sys
 from pathlib import Path
 
+from tests.fuzz.actions import INIT_ORDER_WEIGHTS
 from tests.fuzz.engine import CLASSES, Report, fuzz, replay_file, write_reproducers
+from tests.fuzz.kernels import INIT_ORDER_KERNELS
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -31,6 +35,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=Path("fuzz-out"), help="directory for reproducers")
     parser.add_argument("--no-minimize", action="store_true", help="write reproducers as found")
     parser.add_argument("--replay", type=Path, help="classify a written reproducer again and exit")
+    parser.add_argument(
+        "--init-order",
+        action="store_true",
+        help="focus on the reductions with a T.init and the primitives that change their order",
+    )
     args = parser.parse_args(argv)
 
     if args.replay is not None:
@@ -44,7 +53,8 @@ def main(argv: list[str] | None = None) -> int:
         counts = ", ".join(f"{c} {n}" for c, n in report.counts().items() if n)
         print(f"  {report.steps} steps, {report.seconds:.0f} s, failures: {counts or 'none'}", flush=True)
 
-    report = fuzz(steps=steps, seconds=args.seconds, seed=args.seed, jobs=args.jobs, progress=progress)
+    focus = {"kernels": INIT_ORDER_KERNELS, "weights": INIT_ORDER_WEIGHTS} if args.init_order else {}
+    report = fuzz(steps=steps, seconds=args.seconds, seed=args.seed, jobs=args.jobs, progress=progress, **focus)
     print(report.summary())
     written = write_reproducers(report, args.out, minimize_them=not args.no_minimize)
     print(f"{len(report.unique())} distinct failures; reproducers in {args.out}/")

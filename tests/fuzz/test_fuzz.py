@@ -1,15 +1,19 @@
 """The project's own random-schedule fuzz test (issue 17, "How it is judged").
 
-Random primitive sequences over the 41-kernel corpus of ``tests/fuzz/kernels.py``; after every
+Random primitive sequences over the 43-kernel corpus of ``tests/fuzz/kernels.py``; after every
 step the result must be a refusal that changed nothing, or a program that verifies, prints and
 parses back, and computes what the unscheduled kernel computes in the interpreter and in the
 LLVM build, on guard-paged arrays, in spawned worker processes (``tests/fuzz/engine.py``).
 
 CI runs a fixed seed and a fixed set of sequences (about a minute on 2 cores); one test per
-failure class reports what broke, with the trace that reproduces it. Environment:
+failure class reports what broke, with the trace that reproduces it. A focused run (a few
+seconds, in this process) works the reductions with a non-zero ``T.init()`` with the primitives
+that change the order a reduction runs in: fuse, split, reorder, blockize, compute_at, ...
+(``INIT_ORDER_KERNELS``, ``INIT_ORDER_WEIGHTS``). Environment:
 
     TIR_FUZZ_STEPS=20000 TIR_FUZZ_SEED=3 TIR_FUZZ_JOBS=2 python -m pytest tests/fuzz/test_fuzz.py
     TIR_FUZZ_OUT=fuzz-out/   also write minimized reproducers there
+    TIR_FUZZ_INIT_ORDER_SEQUENCES=2000   a longer focused run (default 60 sequences)
     python -m pytest -m slow tests/fuzz/test_fuzz.py      the long run (TIR_FUZZ_SLOW_STEPS, 20000)
 
 The command line does the same with progress and reproducers: ``python -m tests.fuzz.run --help``.
@@ -18,6 +22,7 @@ The command line does the same with progress and reproducers: ``python -m tests.
 from __future__ import annotations
 
 import ctypes
+import importlib
 import json
 import os
 import sys
@@ -32,6 +37,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 import tir  # noqa: E402
+from tests.fuzz.actions import INIT_ORDER_WEIGHTS  # noqa: E402
 from tests.fuzz.engine import (  # noqa: E402
     CLASSES,
     Checker,
@@ -40,10 +46,11 @@ from tests.fuzz.engine import (  # noqa: E402
     classify_in_worker,
     classify_trace,
     fuzz,
+    run_sequence,
     write_reproducers,
 )
 from tests.fuzz.guarded import GuardedArrays  # noqa: E402
-from tests.fuzz.kernels import KERNELS, REFERENCES  # noqa: E402
+from tests.fuzz.kernels import INIT_ORDER_KERNELS, KERNELS, REFERENCES  # noqa: E402
 from tests.schedule.schedule_testing import random_args  # noqa: E402
 from tir.schedule import Schedule  # noqa: E402
 
@@ -51,6 +58,7 @@ CI_STEPS = int(os.environ.get("TIR_FUZZ_STEPS", "1800"))
 CI_SEED = int(os.environ.get("TIR_FUZZ_SEED", "0"))
 JOBS = int(os.environ.get("TIR_FUZZ_JOBS", "2"))
 SLOW_STEPS = int(os.environ.get("TIR_FUZZ_SLOW_STEPS", "20000"))
+INIT_ORDER_SEQUENCES = int(os.environ.get("TIR_FUZZ_INIT_ORDER_SEQUENCES", "60"))
 OUT = os.environ.get("TIR_FUZZ_OUT")
 
 #: Failure classes that the landed primitives still show, with the defect behind them. They are
@@ -188,6 +196,45 @@ def _class_params() -> list[object]:
 def test_fuzz_fixed_seed_finds_no(cls: str, ci_report: Report) -> None:
     assert ci_report.steps >= CI_STEPS
     assert ci_report.counts()[cls] == 0, _explain(ci_report, cls)
+
+
+def _init_order_run(sequences: int, stop_at_first: bool = False) -> Report:
+    """The focused run, in this process: the reductions with a non-zero init
+    (``INIT_ORDER_KERNELS``) under the primitives that change the order a reduction runs in
+    (``INIT_ORDER_WEIGHTS``: fuse a spatial with a reduce loop, split it, reorder the parts, move
+    or blockize the block)."""
+    report, checker = Report(), Checker()
+    for seq_id in range(sequences):
+        run_sequence(seq_id, CI_SEED, checker, report, INIT_ORDER_KERNELS, INIT_ORDER_WEIGHTS)
+        if stop_at_first and report.failures:
+            break
+    return report
+
+
+def test_fuzz_init_order_focus_finds_nothing() -> None:
+    report = _init_order_run(INIT_ORDER_SEQUENCES)
+    assert not report.failures, "\n".join(_explain(report, cls) for cls in sorted({f.cls for f in report.failures}))
+
+
+def test_fuzz_init_order_focus_catches_a_late_init(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The harness would have caught the issue: with reorder's init-order check switched off, an
+    # early sequence of this seed fuses, splits and reorders a reduction so that an update runs
+    # before its init. The validator reports it; without that rule, the numbers do.
+    if CI_SEED != 0:
+        pytest.skip("the sequence that shows it is one of seed 0")
+    monkeypatch.setattr("tir.schedule.primitives.loops.check_init_order", lambda *args, **kwargs: None)
+    report = _init_order_run(10, stop_at_first=True)
+    assert report.failures, report.summary()
+    failure = report.failures[0]
+    assert (failure.cls, failure.primitive) == ("invalid", "reorder"), failure.message
+    assert "would run after updates of the same output element" in failure.message
+    binding_rules = importlib.import_module("tir.analysis.verify.binding")
+    monkeypatch.setattr(binding_rules, "_check_init_order", lambda *args, **kwargs: None)
+    report = _init_order_run(10, stop_at_first=True)
+    assert report.failures, report.summary()
+    failure = report.failures[0]
+    assert (failure.cls, failure.primitive) == ("wrong_result", "reorder"), failure.message
+    assert failure.kernel in INIT_ORDER_KERNELS
 
 
 @pytest.mark.slow

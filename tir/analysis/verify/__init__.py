@@ -13,7 +13,8 @@ rule                   what it checks                                      modul
 ``well-formed``        scoping of variables and buffers, unique block      ``well_formed``
                        names, iterator kinds, declared writes
 ``binding``            bindings quasi-affine, independent, inside their    ``binding``
-                       domains; reductions complete and run once
+                       domains; reductions complete and run once,
+                       each init before the updates it initializes
 ``reduction-binding``  reduce loops not parallel / vectorized / thread-    ``binding``
                        bound (except annotated cross-thread reductions)
 ``region-cover``       what a block reads of an allocated buffer, earlier  ``regions``

@@ -18,6 +18,11 @@
   outermost loop a reduce binding uses inward has all of its iterations used by the
   bindings, and the bindings using such loops do not overlap. (Unused or overlapping loops
   further out merely recompute the whole reduction, which is allowed, as for spatial blocks.)
+- A block with ``T.init()`` runs its init before every update of the same output element:
+  the instance where the reduce iterators start comes first, in the loops' execution order,
+  among the instances of each spatial point (``tir.analysis.init_order``; reported when an
+  enumeration of the nest shows an update running first, which loops fusing spatial with
+  reduce iterators out of order can do).
 
 When the predicate cannot be related to the bindings, the value ranges iter-map reports are
 supersets; an excursion is then confirmed by enumerating the loop nest (up to 2**16 points)
@@ -33,6 +38,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from tir.analysis.init_order import init_order_problem
 from tir.analysis.verify._context import BlockInfo, Program, Violation, block_target, fragment, loop_target
 from tir.arith.int_set import eval_interval
 from tir.arith.iter_map import IterMapResult, detect_iter_map
@@ -215,6 +221,22 @@ def _check_block(info: BlockInfo, out: list[Violation], size_ranges: dict[Var, R
     _check_domains(info, judged, result, dom_map, out, size_ranges)
     if any(iv.kind is IterKind.REDUCE for iv, _ in judged):
         _check_single_reduction(info, judged, result, out)
+        _check_init_order(info, out, size_ranges)
+
+
+def _check_init_order(info: BlockInfo, out: list[Violation], size_ranges: dict[Var, Range]) -> None:
+    """A shown init-order problem (``tir.analysis.init_order``): an update of some output
+    element runs before the init. What is only not provable is not reported."""
+    if info.block.init is None:
+        return
+    chain = []
+    node: BlockInfo | None = info
+    while node is not None and node.realize is not None:
+        chain.append((node.realize, node.loops))
+        node = node.parent
+    problem = init_order_problem(chain, size_ranges)
+    if problem is not None and problem.definite:
+        out.append(Violation(RULE, block_target(info.block), problem.message(), fragment(info.realize)))
 
 
 def _check_domains(

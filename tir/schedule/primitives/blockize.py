@@ -23,7 +23,7 @@ from tir.ir import (
     Var,
     substitute,
 )
-from tir.ir.expr import conjunction
+from tir.ir.expr import GE, GT, LE, LT, Add, FloorDiv, IntImm, Mul, Sub, conjunction
 from tir.schedule.errors import ScheduleError
 from tir.schedule.handles import BlockRV, LoopRV
 from tir.schedule.primitives._blockize_util import (
@@ -43,6 +43,7 @@ from tir.schedule.primitives._blockize_util import (
     var_ids,
 )
 from tir.schedule.primitives._common import doc_from, loop_target
+from tir.schedule.primitives._init_order_util import check_init_order
 from tir.schedule.tree import TreeIndex, replace_stmt
 
 # ===================================================================== blockize
@@ -67,7 +68,9 @@ def blockize(func: PrimFunc, loop_var: Var, primitive: str = "blockize") -> tupl
     parts, so does ``i_o + i_i * 8``); a predicate (``T.where``) conjunct mixes outer and
     inner loops in a way the outer iterators cannot express. Predicate conjuncts on outer
     loops only move to the outer block, the others stay on the inner block (outer loops
-    replaced by the outer iterators).
+    replaced by the outer iterators); a conjunct of both that only grows with the inner loops
+    (a split's ``o * 12 + i < 72``) also guards the outer block, with the inner loops at their
+    start (``o * 12 < 72``), so no outer instance runs that no inner one would.
 
     ``T.init()``: the init moves to the outer block, as a loop nest over copies of the inner
     loops that drive spatial iterators (guarded by the predicate at the first reduction
@@ -76,7 +79,9 @@ def blockize(func: PrimFunc, loop_var: Var, primitive: str = "blockize") -> tupl
     when the reduction lies wholly inside). Refused when one inner loop drives both a spatial
     and a reduce iterator, when a reduce iterator does not start at its minimum where the
     inner loops start, or when the init uses the inner block's own buffers: in those cases
-    decompose_reduction first.
+    decompose_reduction first. Refused too when the outer block's init could run after updates
+    of the same output element (the loops outside fuse spatial with reduce iterators out of
+    order; see ``reorder``).
 
     Before (``blockize(i_1)``)::
 
@@ -185,6 +190,14 @@ def blockize(func: PrimFunc, loop_var: Var, primitive: str = "blockize") -> tupl
         if not uses_any(part, outer_vars):
             inner_parts.append(part)
             continue
+        # The part also limits the outer instances: none of their inner iterations runs where
+        # it fails with the inner loops at their start (when it only grows with them). Without
+        # this, an outer iterator that the predicate kept inside its domain would leave it.
+        first = _at_inner_start(part, inner_loops)
+        if first is not None:
+            first = simplify(first, loop_dom)
+            if not is_true(first):
+                outer_parts.append(first)
         if inverse is None:
             inverse = _outer_inverse(outer_ivs, outer_values, outer_loops)
         missing = [v for v in outer_vars if id(v) in var_ids(part) and v not in inverse]
@@ -212,7 +225,40 @@ def blockize(func: PrimFunc, loop_var: Var, primitive: str = "blockize") -> tupl
     reads, writes = infer_block_access(outer_block)
     outer_block = outer_block.replace(reads=reads, writes=writes)
     outer_realize = BlockRealize(tuple(outer_values), conjunction(outer_parts), outer_block)
-    return replace_stmt(index, loop, outer_realize), name
+    result = replace_stmt(index, loop, outer_realize)
+    if init is not None:
+        check_init_order(primitive, target, func, result, {name: block.name})
+    return result, name
+
+
+def _at_inner_start(part: PrimExpr, inner_loops: list[For]) -> PrimExpr | None:
+    """``part`` with the inner loops at their start, when it holds for some inner iteration
+    exactly if it holds there: ``e < b`` or ``e <= b`` with ``e`` non-decreasing in every inner
+    loop and ``b`` free of them (as a split's ``T.where`` is); else None."""
+    inner_ids = {id(item.loop_var) for item in inner_loops}
+    if isinstance(part, (GT, GE)):
+        part = (LT if isinstance(part, GT) else LE)(part.b, part.a)
+    if not isinstance(part, (LT, LE)) or var_ids(part.b) & inner_ids or not _non_decreasing(part.a, inner_ids):
+        return None
+    return substitute(part, {item.loop_var: item.min for item in inner_loops})
+
+
+def _non_decreasing(expr: PrimExpr, inner_ids: set[int]) -> bool:
+    """Whether ``expr`` provably does not decrease as any variable of ``inner_ids`` grows."""
+    if not var_ids(expr) & inner_ids or isinstance(expr, Var):
+        return True
+    if isinstance(expr, Add):
+        return _non_decreasing(expr.a, inner_ids) and _non_decreasing(expr.b, inner_ids)
+    if isinstance(expr, Sub):
+        return _non_decreasing(expr.a, inner_ids) and not var_ids(expr.b) & inner_ids
+    if isinstance(expr, Mul):
+        for scale, other in ((expr.a, expr.b), (expr.b, expr.a)):
+            if isinstance(scale, IntImm) and scale.value >= 0:
+                return _non_decreasing(other, inner_ids)
+        return False
+    if isinstance(expr, FloorDiv) and isinstance(expr.b, IntImm) and expr.b.value > 0:
+        return _non_decreasing(expr.a, inner_ids)
+    return False
 
 
 def _unique_block_name(index: TreeIndex, wanted: str, taken: set[str] | None = None) -> str:

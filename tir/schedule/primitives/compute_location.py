@@ -61,6 +61,7 @@ from tir.ir.stmt import seq
 from tir.schedule.errors import ScheduleError
 from tir.schedule.handles import BlockRV, LoopRV
 from tir.schedule.primitives._common import block_target, doc_from
+from tir.schedule.primitives._init_order_util import check_init_order
 from tir.schedule.primitives._location_util import (
     blocks_in_order,
     check_domain_predicate,
@@ -115,7 +116,10 @@ def compute_at(func: PrimFunc, block_name: str, loop_var: Var, preserve_unit_loo
       ``tir.analysis.verify`` asks): a strided read ``R[vi * 3 + 1]`` or a clamped one
       ``R[T.min(vi, 7)]`` would bind the block to ``i * 3 + 1`` or ``T.min(i, 7)``;
     - a parallel loop above the new position keeps independent iterations (as ``parallel``
-      checks them).
+      checks them);
+    - a reduction's init still runs before every update of the same output element (its reduce
+      iterators get loops of their own inside the target loop, so this holds unless the target
+      loop itself fuses spatial with reduce iterators out of order; see ``reorder``).
 
     Before (``compute_at(B, i)``)::
 
@@ -143,6 +147,7 @@ def compute_at(func: PrimFunc, block_name: str, loop_var: Var, preserve_unit_loo
     plan = _plan(index, block_name, loop_var, reverse=False)
     result = _rewrite(index, plan, preserve_unit_loops, "compute_at", at_start=True)
     check_parallel_loops_above(result, block_name, "compute_at")
+    check_init_order("compute_at", block_target(plan.realize), func, result, [block_name])
     return result
 
 
@@ -170,7 +175,9 @@ def reverse_compute_at(func: PrimFunc, block_name: str, loop_var: Var, preserve_
       each iteration, so it must not read elements not produced yet);
     - the new bindings are quasi-affine, independent and without gaps over the loops;
     - a parallel loop above the new position keeps independent iterations (as ``parallel``
-      checks them).
+      checks them);
+    - a reduction's init still runs before every update of the same output element (see
+      ``compute_at``).
 
     Before (``reverse_compute_at(D, i)``)::
 
@@ -199,6 +206,7 @@ def reverse_compute_at(func: PrimFunc, block_name: str, loop_var: Var, preserve_
     plan = _plan(index, block_name, loop_var, reverse=True)
     result = _rewrite(index, plan, preserve_unit_loops, "reverse_compute_at", at_start=False)
     check_parallel_loops_above(result, block_name, "reverse_compute_at")
+    check_init_order("reverse_compute_at", block_target(plan.realize), func, result, [block_name])
     return result
 
 

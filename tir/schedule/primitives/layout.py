@@ -59,6 +59,7 @@ from tir.schedule.errors import ScheduleError
 from tir.schedule.handles import BlockRV
 from tir.schedule.index_map import IndexMap, IndexMapError
 from tir.schedule.primitives._common import block_target, doc_from, loop_dom_map
+from tir.schedule.primitives._init_order_util import check_init_order
 from tir.schedule.primitives._layout_util import (
     Access,
     ReplaceStmts,
@@ -697,7 +698,8 @@ def transform_block_layout(func: PrimFunc, block_name: str, index_map: IndexMapL
     annotations, each binding exactly one iterator over its whole domain from 0 (no other
     statement or block under them); the map takes one index per iterator, is quasi-affine,
     and sends the iteration domain one-to-one onto a box starting at 0; no result mixes
-    spatial and reduce iterators.
+    spatial and reduce iterators (so each new loop drives one kind, and a ``T.init()`` still
+    runs before every update of its output element, which is checked on the result).
 
     Before (``transform_block_layout(C, lambda i, j, k: (i * 8 + j, k))``)::
 
@@ -779,7 +781,9 @@ def transform_block_layout(func: PrimFunc, block_name: str, index_map: IndexMapL
     for var, iv in reversed(list(zip(loop_vars, new_iters))):
         stmt = For(var, iv.dom.min, iv.dom.extent, ForKind.SERIAL, stmt)
     outermost: Stmt = path_to_scope(index, realize, scope)[-1] if loops else realize
-    return replace_stmt(index, outermost, stmt)
+    result = replace_stmt(index, outermost, stmt)
+    check_init_order(primitive, target, func, result, [block_name])
+    return result
 
 
 def _check_remappable(index: TreeIndex, realize: BlockRealize) -> BlockRealize:

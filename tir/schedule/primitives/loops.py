@@ -32,6 +32,7 @@ from tir.ir.expr import And
 from tir.schedule.errors import ScheduleError
 from tir.schedule.handles import BlockRV, ExprRV, LoopRV
 from tir.schedule.primitives._common import doc_from, loop_dom_map, loop_target, substitute_and_simplify
+from tir.schedule.primitives._init_order_util import blocks_with_init, check_init_order
 from tir.schedule.primitives._loops_util import (
     check_disjoint_footprints,
     check_iterator_kinds,
@@ -466,10 +467,16 @@ def reorder(func: PrimFunc, loop_vars: Sequence[Var]) -> PrimFunc:
       variable in its body directly (nothing says its instances may run in another order);
     - a statement outside every block sits under the loops (same reason);
     - two blocks under the loops share a buffer one of them writes, and it cannot be proved that
-      different iterations touch disjoint parts of it (a dependence the new order could break).
+      different iterations touch disjoint parts of it (a dependence the new order could break);
+    - a block with ``T.init()`` would run its init after updates of the same output element: the
+      init runs where the reduce iterators start, which must come first for every output element.
+      Only loops that fuse spatial with reduce iterators can break that: the loops of such a fused
+      index (``(fo * 9 + fi) // 12``, ``(fo * 9 + fi) % 12``) must stay in the order of the index
+      (``fo`` outside ``fi``), unless the parts they would swap are purely spatial (see
+      ``tir.analysis.init_order``).
 
-    Instances of one block that differ in spatial or reduction iterators may run in any order
-    (reductions accumulate in another order, which can change float rounding).
+    Otherwise instances of one block that differ in spatial or reduction iterators may run in any
+    order (reductions accumulate in another order, which can change float rounding).
 
     Before (``reorder(k, i)``)::
 
@@ -556,7 +563,9 @@ def reorder(func: PrimFunc, loop_vars: Sequence[Var]) -> PrimFunc:
     new_loop: Stmt = chain[-1].body
     for loop in reversed(new_chain):
         new_loop = loop.replace(body=new_loop)
-    return replace_stmt(index, chain[0], new_loop)
+    result = replace_stmt(index, chain[0], new_loop)
+    check_init_order("reorder", target, func, result, blocks_with_init(new_loop))
+    return result
 
 
 def add_unit_loop(func: PrimFunc, target: str | Var) -> tuple[PrimFunc, Var]:

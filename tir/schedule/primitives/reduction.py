@@ -42,6 +42,7 @@ from tir.ir.structural import structural_equal
 from tir.schedule.errors import ScheduleError
 from tir.schedule.handles import BlockRV, LoopRV
 from tir.schedule.primitives._common import block_target, const_extent, doc_from, loop_dom_map, loop_target
+from tir.schedule.primitives._init_order_util import check_init_order
 from tir.schedule.primitives._reduction_util import (
     ReductionShape,
     conjuncts,
@@ -287,7 +288,9 @@ def merge_reduction(func: PrimFunc, init_name: str, update_name: str) -> PrimFun
     - with iterators matched, the init stores are the update's init: it writes those buffers,
       indexed by the spatial iterators one element per spatial point, and the update body
       accesses them at those indices only; nothing else under ``L`` accesses them; each reduce
-      iterator is at its minimum when its loops start.
+      iterator is at its minimum when its loops start;
+    - put back, the init runs before every update of its output element (checked on the result
+      as ``reorder`` checks it).
 
     Before (``merge_reduction(C_init, C)``)::
 
@@ -472,7 +475,9 @@ def merge_reduction(func: PrimFunc, init_name: str, update_name: str) -> PrimFun
             reads.append(mapped_region)
     merged = merged.replace(reads=tuple(reads))
     updated = replace_stmt(index, update_realize, update_realize.replace(block=merged))
-    return replace_stmt(TreeIndex(updated), top, None)
+    result = replace_stmt(TreeIndex(updated), top, None)
+    check_init_order(primitive, block_target(update_realize), func, result, {update_name: None})
+    return result
 
 
 # ===================================================================== rfactor
