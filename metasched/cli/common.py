@@ -227,21 +227,23 @@ def load_model(path: str | None, input_shapes: dict[str, tuple[int, ...]], work_
         proto = onnx.load_model_from_string(data)
     except Exception as error:  # noqa: BLE001 - protobuf's errors are many; all mean "not ONNX"
         raise CliError(
-            f"{str(model_path)!r} is not an ONNX model ({type(error).__name__}); give an .onnx file"
+            f"{str(model_path)!r} is not an ONNX model, or it is truncated ({type(error).__name__}); give an .onnx file"
         ) from None
     if not proto.graph.node:
         raise CliError(f"{str(model_path)!r} is not an ONNX model (it holds no graph); give an .onnx file")
+    _load_external_data(proto, model_path)
     from metasched.model import ModelImportError, UnsupportedOperatorError, from_onnx
 
     try:
         graph = from_onnx(proto, input_shapes=input_shapes or None)
     except UnsupportedOperatorError as error:
-        raise CliError(
-            f"{model_path.name}: {_short(str(error))} (metasched doctor {model_path} lists them all)"
-        ) from None
+        # An operator: doctor lists every one the model lacks; an opset: the message says what to do.
+        hint = f" (metasched doctor {model_path} lists them all)" if getattr(error, "op_type", None) else ""
+        raise CliError(f"{model_path.name}: {_short(str(error))}{hint}") from None
     except ModelImportError as error:
         # The importer speaks of its Python argument; the user gave (or must give) --input.
         message = str(error).replace("input_shapes gives", "--input gives")
+        message = message.replace("input_shapes names", "--input names")
         if "bind it with" in message:
             named = re.search(r"input '([^']+)'", message)
             example = f"{named.group(1)}:D1,D2,..." if named else "NAME:D1,D2,..."
@@ -250,6 +252,21 @@ def load_model(path: str | None, input_shapes: dict[str, tuple[int, ...]], work_
     digest = hashlib.sha256(data + repr(sorted(input_shapes.items())).encode()).hexdigest()[:16]
     name = model_path.stem
     return LoadedModel(model_path, name, proto, graph, dict(input_shapes), digest, is_demo)
+
+
+def _load_external_data(proto: Any, model_path: Path) -> None:
+    """Tensors stored beside the model (models over 2 GB): read from the model's directory."""
+    from onnx.external_data_helper import load_external_data_for_model, uses_external_data
+
+    if not any(uses_external_data(init) for init in proto.graph.initializer):
+        return
+    try:
+        load_external_data_for_model(proto, str(model_path.parent))
+    except Exception as error:  # noqa: BLE001 - a missing or short file, a path outside the directory
+        raise CliError(
+            f"{model_path.name}: its weights are stored in separate files that cannot be read "
+            f"({type(error).__name__}: {error}); keep them next to the model"
+        ) from None
 
 
 def _short(message: str) -> str:

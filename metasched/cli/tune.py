@@ -179,13 +179,15 @@ def run(args: argparse.Namespace) -> int:
     shapes = parse_input_shapes(args.input)
     if args.threads < 1:
         raise CliError(f"--threads {args.threads}: give at least 1")
+    # The model is imported before the work directory is made: one that fails leaves nothing behind.
+    model = None if args.model is None else load_model(args.model, shapes)
     work_dir = open_work_dir(args.work_dir)
-    if args.model is None:
+    if model is None:
         say(
             f"no model given: the demo, light_{DEMO_MODEL} from the onnx package with random weights "
             f"(written to {work_dir / f'light_{DEMO_MODEL}.onnx'})"
         )
-    model = load_model(args.model, shapes, work_dir)
+        model = load_model(None, shapes, work_dir)
     trials, time_budget = _budget(args, model.is_demo)
     warn_if_busy()
     tasks = extract_tasks(model.graph, target)

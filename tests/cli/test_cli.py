@@ -294,7 +294,7 @@ def test_live_table_in_a_terminal_and_ctrl_c_stops_cleanly(tmp_path: Path) -> No
 ERRORS = [
     (["tune", "missing.onnx"], "model file 'missing.onnx' not found"),
     (["tune", "notonnx.onnx"], "is not an ONNX model"),
-    (["tune", "unsupported.onnx"], "unsupported operator 'Einsum'"),
+    (["tune", "unsupported.onnx"], "unsupported operator 'Frobnicate'"),
     (["tune", "two.onnx", "--input", "x=16,64"], "--input 'x=16,64' is not NAME:DIMS"),
     (["tune", "two.onnx", "--input", "x:16,sixty"], "are not comma-separated integers"),
     (["tune", "symbolic.onnx"], "is symbolic: give the input's shape with --input x:D1,D2,..."),
@@ -312,14 +312,14 @@ def test_user_errors_print_one_line_and_exit_2(tmp_path: Path) -> None:
     write_two_task_model(tmp_path / "two.onnx")
     (tmp_path / "notonnx.onnx").write_text("this is not a model\n")
     (tmp_path / "afile").write_text("")
-    einsum = helper.make_graph(
-        [helper.make_node("Einsum", ["a", "a"], ["b"], equation="ij,jk->ik")],
-        "einsum",
+    unknown_op = helper.make_graph(
+        [helper.make_node("Frobnicate", ["a", "a"], ["b"])],
+        "frobnicate",
         [helper.make_tensor_value_info("a", TensorProto.FLOAT, [4, 4])],
         [helper.make_tensor_value_info("b", TensorProto.FLOAT, [4, 4])],
     )
     onnx.save(
-        helper.make_model(einsum, opset_imports=[helper.make_opsetid("", 17)]), str(tmp_path / "unsupported.onnx")
+        helper.make_model(unknown_op, opset_imports=[helper.make_opsetid("", 17)]), str(tmp_path / "unsupported.onnx")
     )
     symbolic = onnx.load(str(tmp_path / "two.onnx"))
     symbolic.graph.input[0].type.tensor_type.shape.dim[0].dim_param = "N"  # a batch size left open
