@@ -7,7 +7,9 @@ function ``lower(ctx, inputs) -> list[Tensor]``:
 - ``kind`` says how fusion treats it: ``"injective"`` (elementwise, broadcast, index
   remapping: returns lazy tensors, fused into its producer), ``"complex"`` (reductions,
   convolutions, matmuls: starts a group, injective consumers fuse into it), ``"opaque"``
-  (a group of its own: concat, split) or ``"view"`` (reshape-like: zero-copy, no kernel).
+  (a group of its own: concat, split, scatters), ``"view"`` (reshape-like: zero-copy, no
+  kernel) or ``"fold"`` (Shape, Range, ...: constant folding must remove it; the lowering
+  only explains why it could not).
 - ``value_inputs`` are input positions the lowering needs as constant values (a Reshape's
   shape, a Slice's starts): they must be constants after folding and never become parameters.
 """
@@ -20,10 +22,25 @@ from typing import Any
 
 import numpy as np
 
-from metasched.model.symbolic import Dim, dims_equal, shape_text
-from metasched.model.te import FuncBuilder, Tensor, lazy
+from metasched.model.symbolic import Dim, dim, dims_equal, shape_text
+from metasched.model.te import BufferTensor, FuncBuilder, Tensor, lazy
 from tir import registrations
-from tir.ir import Cast, PrimExpr, Select, const
+from tir.analysis.block_access import infer_block_access
+from tir.ir import (
+    Block,
+    BlockRealize,
+    Buffer,
+    BufferLoad,
+    BufferStore,
+    Cast,
+    For,
+    ForKind,
+    IntImm,
+    PrimExpr,
+    Select,
+    Var,
+    const,
+)
 from tir.ir.expr import max_expr, min_expr
 
 __all__ = [
@@ -34,6 +51,9 @@ __all__ = [
     "broadcast_shapes",
     "broadcast_load",
     "clamp",
+    "normalize_index",
+    "opaque_stage",
+    "reduce_stage",
     "register",
 ]
 
@@ -68,6 +88,17 @@ class OpContext:
 
     def fail(self, message: str) -> OpError:
         return OpError(f"{self.op_type} node {self.name!r} (opset {self.opset}): {message}")
+
+    def constant_input(self, position: int, what: str) -> np.ndarray:
+        """The value of input ``position`` (one of the op's ``value_inputs``); refused, naming
+        ``what``, when it is absent or not a constant after folding."""
+        got = self.values.get(position)
+        if got is None:
+            raise self.fail(
+                f"the {what} input (input {position}) must be a constant after constant folding: "
+                "the output's shape or the computation depends on its value"
+            )
+        return got
 
 
 Lowering = Callable[[OpContext, list[Any]], list[Tensor]]
@@ -148,6 +179,64 @@ def clamp(index: PrimExpr, extent: int) -> PrimExpr:
     return min_expr(max_expr(index, 0), extent - 1)
 
 
+def normalize_index(raw: PrimExpr, extent: int) -> PrimExpr:
+    """An index read from a tensor (any integer dtype) as int32 in ``[0, extent)``: a negative
+    one counts from the end, one still out of range is clamped (onnxruntime raises; a kernel
+    must not read or write outside its buffers)."""
+    k = cast(raw, "int32")
+    return clamp(Select(k < 0, k + extent, k), extent)
+
+
+def reduce_stage(
+    builder: FuncBuilder,
+    name: str,
+    shape: Sequence[Dim],
+    rshape: Sequence[Dim],
+    fn: Callable[[tuple[PrimExpr, ...], tuple[PrimExpr, ...]], PrimExpr],
+    combine: Callable[[PrimExpr, PrimExpr], PrimExpr],
+    init: float | int,
+    dtype: str,
+) -> BufferTensor:
+    """``FuncBuilder.reduce`` with any combiner (``FuncBuilder`` knows sum / max / min; a
+    product reduction needs ``a * b`` with init 1, which rfactor also recognizes)."""
+    name = builder.unique(name)
+    shape, rshape = tuple(dim(s) for s in shape), tuple(dim(s) for s in rshape)
+    axes = [Var(f"v{d}") for d in range(len(shape))]
+    raxes = [Var(f"r{d}") for d in range(len(rshape))]
+    value = cast(fn(tuple(axes), tuple(raxes)), dtype)
+    out = Buffer(name, tuple(IntImm(s) if isinstance(s, int) else s for s in shape), dtype)
+    init_store = BufferStore(out, const(init, dtype), tuple(axes))
+    update = BufferStore(out, combine(BufferLoad(out, tuple(axes)), value), tuple(axes))
+    builder._add_stage(name, out, shape, rshape, axes, raxes, update, init_store)
+    return BufferTensor(out)
+
+
+def opaque_stage(
+    builder: FuncBuilder,
+    name: str,
+    target: BufferTensor,
+    extents: Sequence[int],
+    body: Callable[..., tuple[tuple[PrimExpr, ...], PrimExpr]],
+) -> BufferTensor:
+    """A block without iterators whose body is a serial loop nest over ``extents`` storing
+    ``target[index] = value`` for ``(index, value) = body(*loop_vars)``: data-dependent
+    writes (scatters) in program order, which no schedule parallelizes (duplicate indices
+    under an accumulating reduction would race). ``target`` must be a buffer of this builder
+    written by an earlier stage (the copy the updates go into)."""
+    name = builder.unique(name)
+    loop_vars = [Var(f"j{d}") for d in range(len(extents))]
+    index, value = body(*loop_vars)
+    buffer = target.buffer
+    stmt: Any = BufferStore(buffer, cast(value, str(buffer.dtype)), tuple(index))
+    for var, extent in reversed(list(zip(loop_vars, extents, strict=True))):
+        stmt = For(var, const(0), IntImm(int(extent)), ForKind.SERIAL, stmt)
+    block = Block(name, (), (), (), stmt, None)
+    reads, writes = infer_block_access(block)
+    block = Block(name, (), reads, writes, stmt, None)
+    builder.stages.append((buffer, BlockRealize((), const(True), block)))
+    return target
+
+
 def mul(value: PrimExpr, factor: int) -> PrimExpr:
     return value if factor == 1 else value * factor
 
@@ -189,12 +278,16 @@ def _load_families() -> None:
     # Importing registers the operators.
     from metasched.model.ops import (  # noqa: F401
         conv,
+        einsum,
         elementwise,
+        indexing,
         matmul,
         normalization,
         pooling,
         quantization,
         reduction,
+        sampling,
+        selection,
         shape,
     )
 

@@ -1,5 +1,7 @@
-"""Elementwise and broadcasting operators: arithmetic, math functions, activations, comparisons,
-Where, Clip, Cast, Identity, and inference-mode BatchNormalization. All return lazy tensors."""
+"""Elementwise and broadcasting operators: arithmetic (Mod, BitShift included), math functions
+(the inverse trigonometric and hyperbolic ones from exp / log / sqrt and a rational arctangent,
+in float64), activations, comparisons, IsNaN / IsInf, Where, Clip, Cast / CastLike, Identity,
+and inference-mode BatchNormalization. All return lazy tensors."""
 
 from __future__ import annotations
 
@@ -99,6 +101,51 @@ register("Xor", kind="injective")(_binary(_xor, "bool"))
 register("PRelu", kind="injective")(_binary(lambda x, s: select(x < _float(x, 0.0), x * s, x)))
 
 
+@register("Mod", kind="injective")
+def _mod(ctx: OpContext, inputs: list[Any]) -> list[Tensor]:
+    a, b = inputs[0], inputs[1]
+    fmod = bool(ctx.attr("fmod", 0))
+    if a.dtype.startswith("float") and not fmod:
+        raise ctx.fail("fmod=0 on floating-point inputs (ONNX requires fmod=1 for them)")
+
+    def element(x: PrimExpr, y: PrimExpr) -> PrimExpr:
+        if x.dtype.is_float:
+            # C's fmod: the sign of the dividend. In float64, x - trunc(x / y) * y is exact for
+            # float32 operands whose quotient has fewer than 29 bits.
+            wide = "float64"
+            xw, yw = cast(x, wide), cast(y, wide)
+            return cast(xw - call("trunc", xw / yw) * yw, str(x.dtype))
+        floor = x % y  # the sign of the divisor (Python's %)
+        if not fmod:
+            return floor
+        differ = _xor(x < 0, y < 0)
+        return select(And(floor.not_equal(0), differ), floor - y, floor)
+
+    return [_map([a, b], element)]
+
+
+@register("BitShift", kind="injective")
+def _bit_shift(ctx: OpContext, inputs: list[Any]) -> list[Tensor]:
+    a, b = inputs[0], inputs[1]
+    direction = ctx.attr("direction")
+    if direction not in ("LEFT", "RIGHT"):
+        raise ctx.fail(f"direction={direction!r} (LEFT or RIGHT)")
+    if not a.dtype.startswith("uint"):
+        raise ctx.fail(f"BitShift takes unsigned integers, got {a.dtype}")
+    bits = np.dtype(a.dtype).itemsize * 8
+
+    def element(x: PrimExpr, y: PrimExpr) -> PrimExpr:
+        # 2 ** y from y's binary digits (the IR has no shifts); unsigned products wrap.
+        dtype = str(x.dtype)
+        power: PrimExpr = const(1, dtype)
+        for bit in range(bits.bit_length() - 1):
+            digit = (y // (1 << bit)) % 2
+            power = power * select(digit.equal(1), const(1 << (1 << bit), dtype), const(1, dtype))
+        return x * power if direction == "LEFT" else x // power
+
+    return [_map([a, b], element)]
+
+
 def _variadic(fn: Callable[[PrimExpr, PrimExpr], PrimExpr]):  # type: ignore[no-untyped-def]
     def lower(ctx: OpContext, inputs: list[Any]) -> list[Tensor]:
         tensors = [t for t in inputs if t is not None]
@@ -187,6 +234,161 @@ UNARY: dict[str, Callable[..., PrimExpr]] = {
 }
 
 
+# ---------------------------------------------------------------- functions built from others
+# The IR's math calls stop at exp / log / sqrt / sin / cos / tanh / erf; the inverse
+# trigonometric and hyperbolic functions are composed from them in float64 (where the
+# cancellations of the compositions cost float32 nothing) and rounded back.
+
+_WIDE = "float64"
+
+
+def _f64(v: float) -> PrimExpr:
+    return const(v, _WIDE)
+
+
+def _in_float64(fn: Callable[[PrimExpr], PrimExpr]) -> Callable[..., PrimExpr]:
+    def lower(ctx: OpContext, x: PrimExpr) -> PrimExpr:
+        return cast(fn(cast(x, _WIDE)), str(x.dtype))
+
+    return lower
+
+
+def _polynomial(z: PrimExpr, coefficients: tuple[float, ...], monic: bool = False) -> PrimExpr:
+    """Horner's rule, highest power first (a leading 1 when ``monic``)."""
+    value = z + _f64(coefficients[0]) if monic else _f64(coefficients[0])
+    for c in coefficients[1:]:
+        value = value * z + _f64(c)
+    return value
+
+
+# Cephes' atan (double precision): a rational approximation on [0, 0.66] after reducing the
+# argument with atan(x) = pi/2 - atan(1/x) above tan(3 pi / 8) and pi/4 + atan((x-1)/(x+1)) above 0.66.
+_ATAN_P = (
+    -8.750608600031904122785e-1,
+    -1.615753718733365076637e1,
+    -7.500855792314704667340e1,
+    -1.228866684490136173410e2,
+    -6.485021904942025371773e1,
+)
+_ATAN_Q = (
+    2.485846490142306297962e1,
+    1.650270098316988542046e2,
+    4.328810604912902668951e2,
+    4.853903996359136964868e2,
+    1.945506571482613964425e2,
+)
+_MOREBITS = 6.123233995736765886130e-17
+
+
+def _atan64(x: PrimExpr) -> PrimExpr:
+    ax = call("abs", x)
+    big = ax > _f64(2.41421356237309504880)
+    mid = ax > _f64(0.66)
+    reduced = select(big, _f64(-1.0) / ax, select(mid, (ax - _f64(1.0)) / (ax + _f64(1.0)), ax))
+    base = select(big, _f64(np.pi / 2), select(mid, _f64(np.pi / 4), _f64(0.0)))
+    extra = select(big, _f64(_MOREBITS), select(mid, _f64(0.5 * _MOREBITS), _f64(0.0)))
+    z = reduced * reduced
+    ratio = z * _polynomial(z, _ATAN_P) / _polynomial(z, _ATAN_Q, monic=True)
+    value = base + (reduced * ratio + reduced) + extra
+    return select(x < _f64(0.0), -value, value)
+
+
+def _small(x: PrimExpr, series: PrimExpr, general: PrimExpr) -> PrimExpr:
+    """``series`` (a Taylor polynomial) where |x| < 1e-4, where ``general`` cancels."""
+    return select(call("abs", x) < _f64(1e-4), series, general)
+
+
+def _sinh64(x: PrimExpr) -> PrimExpr:
+    e = call("exp", x)
+    return _small(x, x + x * x * x * _f64(1.0 / 6.0), (e - _f64(1.0) / e) * _f64(0.5))
+
+
+def _cosh64(x: PrimExpr) -> PrimExpr:
+    e = call("exp", x)
+    return (e + _f64(1.0) / e) * _f64(0.5)
+
+
+def _asinh64(x: PrimExpr) -> PrimExpr:
+    ax = call("abs", x)
+    value = call("log", ax + call("sqrt", ax * ax + _f64(1.0)))
+    return _small(x, x - x * x * x * _f64(1.0 / 6.0), select(x < _f64(0.0), -value, value))
+
+
+def _acosh64(x: PrimExpr) -> PrimExpr:
+    return call("log", x + call("sqrt", (x - _f64(1.0)) * (x + _f64(1.0))))
+
+
+def _atanh64(x: PrimExpr) -> PrimExpr:
+    one = _f64(1.0)
+    general = _f64(0.5) * call("log", (one + x) / (one - x))
+    return _small(x, x + x * x * x * _f64(1.0 / 3.0), general)
+
+
+def _asin64(x: PrimExpr) -> PrimExpr:
+    one = _f64(1.0)
+    return _atan64(x / call("sqrt", (one - x) * (one + x)))
+
+
+def _acos64(x: PrimExpr) -> PrimExpr:
+    one = _f64(1.0)
+    return _f64(2.0) * _atan64(call("sqrt", (one - x) / (one + x)))
+
+
+def _shrink(ctx: OpContext, x: PrimExpr) -> PrimExpr:
+    bias, lambd = float(ctx.attr("bias", 0.0)), float(ctx.attr("lambd", 0.5))
+    dtype = str(x.dtype)
+    # Integer inputs compare and shift in floating point, as onnxruntime does, then truncate.
+    v = x if x.dtype.is_float else cast(x, _WIDE)
+    wide = str(v.dtype)
+    out = select(
+        v < const(-lambd, wide),
+        v + const(bias, wide),
+        select(v > const(lambd, wide), v - const(bias, wide), const(0.0, wide)),
+    )
+    return cast(out, dtype)
+
+
+def _celu(ctx: OpContext, x: PrimExpr) -> PrimExpr:
+    alpha = float(ctx.attr("alpha", 1.0))
+    zero = _float(x, 0.0)
+    negative = _float(x, alpha) * (call("exp", x * _float(x, 1.0 / alpha)) - _float(x, 1.0))
+    return max_expr(x, zero) + min_expr(negative, zero)
+
+
+def _mish(ctx: OpContext, x: PrimExpr) -> PrimExpr:
+    return x * call("tanh", call("log", call("exp", x) + _float(x, 1.0)))
+
+
+def _is_inf(ctx: OpContext, x: PrimExpr) -> PrimExpr:
+    positive, negative = bool(ctx.attr("detect_positive", 1)), bool(ctx.attr("detect_negative", 1))
+    tests = []
+    if positive:
+        tests.append(x.equal(_float(x, float("inf"))))
+    if negative:
+        tests.append(x.equal(_float(x, float("-inf"))))
+    if not tests:
+        return const(False, "bool")
+    return tests[0] if len(tests) == 1 else Or(tests[0], tests[1])
+
+
+UNARY.update(
+    {
+        "Tan": _in_float64(lambda w: call("sin", w) / call("cos", w)),
+        "Asin": _in_float64(_asin64),
+        "Acos": _in_float64(_acos64),
+        "Atan": _in_float64(_atan64),
+        "Sinh": _in_float64(_sinh64),
+        "Cosh": _in_float64(_cosh64),
+        "Asinh": _in_float64(_asinh64),
+        "Acosh": _in_float64(_acosh64),
+        "Atanh": _in_float64(_atanh64),
+        "Shrink": _shrink,
+        "Celu": _celu,
+        "Mish": _mish,
+    }
+)
+
+
 def _gelu(ctx: OpContext, x: PrimExpr) -> PrimExpr:
     if ctx.attr("approximate", "none") == "tanh":
         inner = _float(x, 0.7978845608028654) * (x + _float(x, 0.044715) * x * x * x)
@@ -199,6 +401,7 @@ for _name, _fn in UNARY.items():
 
 register("Not", kind="injective")(_unary(lambda c, x: Not(x), "bool"))
 register("IsNaN", kind="injective")(_unary(lambda c, x: Call("bool", "isnan", (x,)), "bool"))
+register("IsInf", kind="injective")(_unary(_is_inf, "bool"))
 
 
 @register("Identity", "Dropout", kind="view")
@@ -207,10 +410,13 @@ def _identity(ctx: OpContext, inputs: list[Any]) -> list[Tensor]:
     return [lazy(x.shape, x.dtype, lambda *i: x[i] if i else x.load(()))]
 
 
-@register("Cast", kind="injective")
+@register("Cast", "CastLike", kind="injective")
 def _cast(ctx: OpContext, inputs: list[Any]) -> list[Tensor]:
     x = inputs[0]
-    to = _ONNX_TO_NP.get(int(ctx.attr("to", 1)))
+    if ctx.op_type == "CastLike":
+        to: str | None = inputs[1].dtype
+    else:
+        to = _ONNX_TO_NP.get(int(ctx.attr("to", 1)))
     if to is None:
         raise ctx.fail(f"Cast to ONNX type {ctx.attr('to')} is not supported")
 

@@ -1,5 +1,6 @@
 """Softmax / LogSoftmax (opset < 13: the flattened trailing axes; from 13: one axis),
-LayerNormalization, InstanceNormalization and LRN."""
+LayerNormalization, RMSNormalization, InstanceNormalization, GroupNormalization,
+MeanVarianceNormalization, LpNormalization and LRN."""
 
 from __future__ import annotations
 
@@ -155,3 +156,113 @@ def _lrn(ctx: OpContext, inputs: list[Any]) -> list[Tensor]:
         return x[i] / call("pow", base, const(beta, x.dtype))
 
     return [lazy(x.shape, x.dtype, out)]
+
+
+def _trailing_param(t: Tensor, i: tuple[PrimExpr, ...]) -> PrimExpr:
+    """``t`` (a scale or bias) read at the output index ``i``, broadcast from the right."""
+    tail = i[len(i) - t.ndim :]
+    return t[tuple(const(0) if e == 1 else v for e, v in zip(t.shape, tail, strict=True))] if t.ndim else t.load(())
+
+
+@register("RMSNormalization", kind="complex")
+def _rms_norm(ctx: OpContext, inputs: list[Any]) -> list[Tensor]:
+    x, scale = inputs[0], inputs[1]
+    axis = normalize_axis(int(ctx.attr("axis", -1)), x.ndim, ctx)
+    eps = float(ctx.attr("epsilon", 1e-5))
+    axes = list(range(axis, x.ndim))
+    count = 1
+    for d in axes:
+        count *= x.shape[d]
+    squares = lower_reduce(ctx, lazy(x.shape, x.dtype, lambda *i: _sq(x[i])), axes, "sum", True)
+
+    def element(*i: PrimExpr) -> PrimExpr:
+        mean = _gather_reduced(squares, axes, i) * const(1.0 / count, x.dtype)
+        return x[i] / call("sqrt", mean + const(eps, x.dtype)) * _trailing_param(scale, i)
+
+    return [lazy(x.shape, x.dtype, element)]
+
+
+@register("GroupNormalization", kind="complex")
+def _group_norm(ctx: OpContext, inputs: list[Any]) -> list[Tensor]:
+    x, scale, bias = inputs[:3]
+    groups = int(ctx.attr("num_groups"))
+    eps = float(ctx.attr("epsilon", 1e-5))
+    channels = x.shape[1]
+    if channels % groups:
+        raise ctx.fail(f"{channels} channels do not split into num_groups={groups}")
+    per_group = channels // groups
+    spatial = list(x.shape[2:])
+    count = per_group
+    for e in spatial:
+        count *= e
+    inv = const(1.0 / count, x.dtype)
+    # Before opset 21 scale and bias hold one value per group, from 21 one per channel.
+    per_channel = scale.shape[0] == channels and (ctx.opset >= 21 or groups == channels)
+
+    def member(s: tuple[PrimExpr, ...], r: tuple[PrimExpr, ...]) -> tuple[PrimExpr, ...]:
+        return (s[0], s[1] * per_group + r[0], *r[1:])
+
+    rshape = [per_group, *spatial]
+    b = ctx.builder
+    mean = b.reduce(ctx.stage + "_mean", (x.shape[0], groups), rshape, lambda s, r: x[member(s, r)], "sum")
+    var = b.reduce(
+        ctx.stage + "_var",
+        (x.shape[0], groups),
+        rshape,
+        lambda s, r: _sq(x[member(s, r)] - mean[s] * inv),
+        "sum",
+    )
+
+    def element(*i: PrimExpr) -> PrimExpr:
+        g = (i[0], i[1] // per_group)
+        param = (i[1],) if per_channel else (i[1] // per_group,)
+        v = (x[i] - mean[g] * inv) / call("sqrt", var[g] * inv + const(eps, x.dtype))
+        return v * scale[param] + bias[param]
+
+    return [lazy(x.shape, x.dtype, element)]
+
+
+@register("MeanVarianceNormalization", kind="complex")
+def _mean_variance_norm(ctx: OpContext, inputs: list[Any]) -> list[Tensor]:
+    x = inputs[0]
+    axes = sorted({normalize_axis(int(a), x.ndim, ctx) for a in ctx.attr("axes", [0, 2, 3])})
+    count = 1
+    for d in axes:
+        count *= x.shape[d]
+    inv = const(1.0 / count, x.dtype)
+    mean = lower_reduce(ctx, x, axes, "sum", True, name=ctx.stage + "_mean")
+    var = lower_reduce(
+        ctx,
+        lazy(x.shape, x.dtype, lambda *i: _sq(x[i] - _gather_reduced(mean, axes, i) * inv)),
+        axes,
+        "sum",
+        True,
+        name=ctx.stage + "_var",
+    )
+
+    def element(*i: PrimExpr) -> PrimExpr:
+        # ONNX's definition: (x - mean) / (sqrt(variance) + 1e-9)
+        std = call("sqrt", _gather_reduced(var, axes, i) * inv)
+        return (x[i] - _gather_reduced(mean, axes, i) * inv) / (std + const(1e-9, x.dtype))
+
+    return [lazy(x.shape, x.dtype, element)]
+
+
+@register("LpNormalization", kind="complex")
+def _lp_norm(ctx: OpContext, inputs: list[Any]) -> list[Tensor]:
+    x = inputs[0]
+    axis = normalize_axis(int(ctx.attr("axis", -1)), x.ndim, ctx)
+    p = int(ctx.attr("p", 2))
+    if p not in (1, 2):
+        raise ctx.fail(f"p={p} (ONNX allows 1 and 2)")
+    pre = (lambda v: call("abs", v)) if p == 1 else _sq
+    total = lower_reduce(ctx, lazy(x.shape, x.dtype, lambda *i: pre(x[i])), [axis], "sum", True)
+
+    def element(*i: PrimExpr) -> PrimExpr:
+        norm = _gather_reduced(total, [axis], i)
+        if p == 2:
+            norm = call("sqrt", norm)
+        # a zero vector stays zero (onnxruntime does not divide by a zero norm)
+        return select(norm.equal(const(0.0, x.dtype)), const(0.0, x.dtype), x[i] / norm)
+
+    return [lazy(x.shape, x.dtype, element)]

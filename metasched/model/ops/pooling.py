@@ -1,5 +1,5 @@
-"""Pooling: MaxPool, AveragePool (count_include_pad, ceil_mode, auto_pad), GlobalAveragePool,
-GlobalMaxPool. Layout NCHW, any number of spatial axes; channels-last (N, spatial..., C) for a
+"""Pooling: MaxPool, AveragePool (count_include_pad, ceil_mode, auto_pad), LpPool, GlobalAveragePool,
+GlobalMaxPool, GlobalLpPool. Layout NCHW, any number of spatial axes; channels-last (N, spatial..., C) for a
 node the layout pass marked (see ``metasched.model.ops.conv.LAYOUT_ATTR``)."""
 
 from __future__ import annotations
@@ -8,6 +8,7 @@ from typing import Any
 
 from metasched.model.ops import OpContext, mul, register
 from metasched.model.ops.conv import channels_last, join_channels, pad_tensor, resolve_pads, split_channels
+from metasched.model.ops.elementwise import call
 from metasched.model.symbolic import dim_max, is_symbolic
 from metasched.model.te import Tensor, _lowest, lazy
 from tir.ir import Cast, PrimExpr, const
@@ -23,7 +24,25 @@ def _out_size(size: int, k: int, s: int, d: int, pb: int, pe: int, ceil_mode: bo
     return out
 
 
+def _lp_power(ctx: OpContext, x: Tensor) -> tuple[Tensor, Any]:
+    """|x| ** p as a lazy tensor (zero padding stays zero), and the root that ends the pool."""
+    p = int(ctx.attr("p", 2))
+    if p < 1:
+        raise ctx.fail(f"p={p} (p >= 1)")
+    if p == 1:
+        powered = lazy(x.shape, x.dtype, lambda *i: call("abs", x[i]))
+        return powered, lambda v: v
+    if p == 2:
+        return lazy(x.shape, x.dtype, lambda *i: x[i] * x[i]), lambda v: call("sqrt", v)
+    exponent, root = const(float(p), x.dtype), const(1.0 / p, x.dtype)
+    powered = lazy(x.shape, x.dtype, lambda *i: call("pow", call("abs", x[i]), exponent))
+    return powered, lambda v: call("pow", v, root)
+
+
 def _pool(ctx: OpContext, x: Tensor, kind: str) -> Tensor:
+    root = None
+    if kind == "lp":
+        x, root = _lp_power(ctx, x)
     last = channels_last(ctx)
     outer, x_sp = split_channels(x.shape, last)
     n_sp = x.ndim - 2
@@ -50,6 +69,8 @@ def _pool(ctx: OpContext, x: Tensor, kind: str) -> Tensor:
     y = ctx.builder.reduce(ctx.stage, shape, kernel, element, "max" if kind == "max" else "sum", dtype=x.dtype)
     if kind == "max":
         return y
+    if root is not None:
+        return lazy(shape, x.dtype, lambda *i: root(y[i]))
     count_pad = bool(ctx.attr("count_include_pad", 0))
 
     def average(*i: PrimExpr) -> PrimExpr:
@@ -85,7 +106,15 @@ def _avg_pool(ctx: OpContext, inputs: list[Any]) -> list[Tensor]:
     return [_pool(ctx, inputs[0], "avg")]
 
 
+@register("LpPool", kind="complex")
+def _lp_pool(ctx: OpContext, inputs: list[Any]) -> list[Tensor]:
+    return [_pool(ctx, inputs[0], "lp")]
+
+
 def _global(ctx: OpContext, x: Tensor, kind: str) -> Tensor:
+    root = None
+    if kind == "lp":
+        x, root = _lp_power(ctx, x)
     last = channels_last(ctx)
     outer, sp = split_channels(x.shape, last)
     shape = join_channels(outer, [1] * len(sp), last)
@@ -96,6 +125,8 @@ def _global(ctx: OpContext, x: Tensor, kind: str) -> Tensor:
     y = ctx.builder.reduce(ctx.stage, shape, sp, element, "max" if kind == "max" else "sum", dtype=x.dtype)
     if kind == "max":
         return y
+    if root is not None:
+        return lazy(shape, x.dtype, lambda *i: root(y[i]))
     total = 1
     for e in sp:
         total *= e
@@ -112,3 +143,8 @@ def _global_avg(ctx: OpContext, inputs: list[Any]) -> list[Tensor]:
 @register("GlobalMaxPool", kind="complex")
 def _global_max(ctx: OpContext, inputs: list[Any]) -> list[Tensor]:
     return [_global(ctx, inputs[0], "max")]
+
+
+@register("GlobalLpPool", kind="complex")
+def _global_lp(ctx: OpContext, inputs: list[Any]) -> list[Tensor]:
+    return [_global(ctx, inputs[0], "lp")]

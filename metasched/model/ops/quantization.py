@@ -1,16 +1,29 @@
 """Quantization: QuantizeLinear / DequantizeLinear (per-tensor and per-axis), MatMulInteger and
-ConvInteger (int32 accumulation of zero-point-shifted 8-bit operands)."""
+ConvInteger (int32 accumulation of zero-point-shifted 8-bit operands), and the internal operators
+the QDQ patterns become (``metasched.model.qdq``): QConv / QMatMul (an int8 reduction the int8
+dot-product intrinsics match, requantized in its epilogue) and QAdd (onnxruntime's QLinearAdd)."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
-from metasched.model.ops import OpContext, cast, normalize_axis, register
-from metasched.model.ops.conv import lower_conv
+import numpy as np
+
+from metasched.model.ops import (
+    OpContext,
+    broadcast_load,
+    broadcast_shapes,
+    cast,
+    constant_tensor,
+    normalize_axis,
+    register,
+)
+from metasched.model.ops.conv import lower_conv, pad_tensor, resolve_pads
 from metasched.model.ops.elementwise import _round_half_even
 from metasched.model.ops.matmul import lower_matmul
 from metasched.model.te import Tensor, lazy
-from tir.ir import PrimExpr, const
+from tir.ir import Call, PrimExpr, const
 from tir.ir.expr import max_expr, min_expr
 
 
@@ -49,11 +62,12 @@ def _dequantize(ctx: OpContext, inputs: list[Any]) -> list[Tensor]:
     dtype = scale.dtype
 
     def element(*i: PrimExpr) -> PrimExpr:
-        v = cast(cast(x[i], "int32"), dtype)
+        # the zero point subtracted in int32, as onnxruntime does (exact for int32 biases)
+        v = cast(x[i], "int32")
         z = _param(zero, axis, i)
         if z is not None:
-            v = v - cast(cast(z, "int32"), dtype)
-        return v * _param(scale, axis, i)
+            v = v - cast(z, "int32")
+        return cast(v, dtype) * _param(scale, axis, i)
 
     return [lazy(x.shape, dtype, element)]
 
@@ -76,3 +90,118 @@ def _conv_integer(ctx: OpContext, inputs: list[Any]) -> list[Tensor]:
     xz_e = None if xz is None else (xz.load(()) if xz.ndim == 0 else xz[tuple(const(0) for _ in xz.shape)])
     wz_e = None if wz is None else (wz.load(()) if wz.ndim == 0 else wz[tuple(const(0) for _ in wz.shape)])
     return [lower_conv(ctx, x, w, "int32", xz_e, wz_e)]
+
+
+# ---------------------------------------------------------------- QDQ patterns (metasched.model.qdq)
+
+
+def _per_channel(t: Tensor, channel: PrimExpr) -> PrimExpr:
+    if t.ndim == 0:
+        return t.load(())
+    if t.size == 1:
+        return t[tuple(const(0) for _ in t.shape)]
+    return t[(channel,)]
+
+
+def requantize(ctx: OpContext, acc: Tensor, bias: Tensor, scale: Tensor, channel_axis: int) -> Tensor:
+    """``saturate(round_half_even(float32(acc + bias[c]) * scale[c]) + y_zero_point)`` into
+    ``y_dtype`` within [``y_min``, ``y_max``]: onnxruntime's requantization (MlasRequantizeOutput),
+    an epilogue of the reduction (lazy: fused, not stored)."""
+    out = str(ctx.attr("y_dtype", "uint8"))
+    zero = float(ctx.attr("y_zero_point", 0))
+    lo, hi = float(ctx.attr("y_min")), float(ctx.attr("y_max"))
+
+    def element(*i: PrimExpr) -> PrimExpr:
+        c = i[channel_axis]
+        v = cast(acc[i] + _per_channel(bias, c), "float32") * _per_channel(scale, c)
+        v = _round_half_even(v) + const(zero, "float32")
+        return cast(min_expr(max_expr(v, const(lo, "float32")), const(hi, "float32")), out)
+
+    return lazy(acc.shape, out, element)
+
+
+@register("QConv", kind="complex")
+def _qconv(ctx: OpContext, inputs: list[Any]) -> list[Tensor]:
+    """Internal: x_q (N, C, spatial...) uint8/int8, w_q (M, C / group, k...) int8/uint8, bias
+    (M,) int32 with the input zero point folded in, scale (M,) or (1,) float32; Conv's attributes
+    and ``x_zero_point``, ``w_zero_point``, ``y_zero_point``, ``y_min``, ``y_max``, ``y_dtype``."""
+    x, w, bias, scale = inputs[:4]
+    x_zero, w_zero = int(ctx.attr("x_zero_point", 0)), int(ctx.attr("w_zero_point", 0))
+    if w_zero:
+        # both zero points subtracted inside the reduction (exact; no dot-product intrinsic fits)
+        acc = lower_conv(ctx, x, w, "int32", const(x_zero, "int32"), const(w_zero, "int32"))
+    else:
+        # acc += int32(x) * int32(w), the padding reading the zero point: the bias corrects it
+        n_sp = x.ndim - 2
+        kernel = list(ctx.attr("kernel_shape", w.shape[2:]))
+        strides = list(ctx.attr("strides", [1] * n_sp))
+        dilations = list(ctx.attr("dilations", [1] * n_sp))
+        begin, end = resolve_pads(ctx, x.shape[2:], kernel, strides, dilations)
+        padded = pad_tensor(ctx, x, begin, end, x_zero)
+        unpadded = replace(ctx, attrs={**ctx.attrs, "pads": [0] * (2 * n_sp), "auto_pad": "NOTSET"})
+        acc = lower_conv(unpadded, padded, w, "int32")
+    return [requantize(ctx, acc, bias, scale, 1)]
+
+
+@register("QMatMul", kind="complex")
+def _qmatmul(ctx: OpContext, inputs: list[Any]) -> list[Tensor]:
+    """Internal: a_q (..., K) uint8/int8, b_q (K, N) int8/uint8, bias (N,) int32 with the
+    input zero point folded in, scale (N,) or (1,) float32; ``x_zero_point``, ``w_zero_point``
+    and the output attributes of ``QConv``."""
+    a, b, bias, scale = inputs[:4]
+    a_zero, b_zero = int(ctx.attr("x_zero_point", 0)), int(ctx.attr("w_zero_point", 0))
+    if b_zero:
+        zeros = (constant_tensor(np.array(a_zero, np.int32)), constant_tensor(np.array(b_zero, np.int32)))
+        acc = lower_matmul(ctx, a, b, "int32", *zeros)
+    else:
+        acc = lower_matmul(ctx, a, b, "int32")
+    return [requantize(ctx, acc, bias, scale, -1)]
+
+
+def _add_ratios(ctx: OpContext) -> tuple[float, float, float]:
+    """onnxruntime's QLinearAdd constants, in float32 as MLAS computes them: the scale ratios
+    ``sa / sy``, ``sb / sy`` and ``zy - (ra * za + rb * zb)``."""
+    f32 = np.float32
+    ra = f32(ctx.attr("a_scale")) / f32(ctx.attr("y_scale"))
+    rb = f32(ctx.attr("b_scale")) / f32(ctx.attr("y_scale"))
+    za, zb, zy = (f32(int(ctx.attr(k, 0))) for k in ("a_zero_point", "b_zero_point", "y_zero_point"))
+    return float(ra), float(rb), float(zy - (ra * za + rb * zb))
+
+
+def _broadcast_inner(shape: tuple[Any, ...], out: tuple[Any, ...]) -> bool:
+    """Whether an operand of ``shape`` is one value along the innermost axis of ``out`` that is
+    not 1: onnxruntime's broadcasting then hands MLAS that operand as a scalar per span."""
+    for k in range(1, len(out) + 1):
+        if out[-k] != 1:
+            return k > len(shape) or shape[-k] == 1
+    return False
+
+
+@register("QAdd", kind="injective")
+def _qadd(ctx: OpContext, inputs: list[Any]) -> list[Tensor]:
+    """Internal: ``QuantizeLinear(DequantizeLinear(a) + DequantizeLinear(b))`` on quantized a, b
+    (per-tensor parameters as attributes ``a_scale``, ``a_zero_point``, ``b_...``, ``y_...``,
+    ``y_dtype``), with onnxruntime's QLinearAdd arithmetic (MLAS, AVX2):
+    ``saturate(round_half_even(fma(a, ra, fma(b, rb, fixed))))``."""
+    a, b = inputs[0], inputs[1]
+    out = str(ctx.attr("y_dtype", "uint8"))
+    lo, hi = (0.0, 255.0) if out == "uint8" else (-128.0, 127.0)
+    ra, rb, fixed = _add_ratios(ctx)
+    shape = broadcast_shapes(a.shape, b.shape)
+    f32 = "float32"
+
+    a_scalar, b_scalar = _broadcast_inner(a.shape, shape), _broadcast_inner(b.shape, shape)
+
+    def element(*i: PrimExpr) -> PrimExpr:
+        av, bv = cast(broadcast_load(a, i), f32), cast(broadcast_load(b, i), f32)
+        if a_scalar and not b_scalar:  # MLAS folds an operand constant along a span into the fixed part
+            v = Call(f32, "fma", (bv, const(rb, f32), const(fixed, f32) + av * const(ra, f32)))
+        elif b_scalar and not a_scalar:
+            v = Call(f32, "fma", (av, const(ra, f32), const(fixed, f32) + bv * const(rb, f32)))
+        else:
+            inner = Call(f32, "fma", (bv, const(rb, f32), const(fixed, f32)))
+            v = Call(f32, "fma", (av, const(ra, f32), inner))
+        v = _round_half_even(v)
+        return cast(min_expr(max_expr(v, const(lo, f32)), const(hi, f32)), out)
+
+    return [lazy(shape, out, element)]

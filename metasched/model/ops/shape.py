@@ -1,6 +1,9 @@
 """Shape operators: Reshape / Flatten / Squeeze / Unsqueeze (zero-copy views), Transpose, Concat,
-Split, Slice, Gather, Expand, Tile, Pad, Resize / Upsample, DepthToSpace / SpaceToDepth; and
-Shape, Size, ConstantOfShape, Range, Constant, which constant folding must remove."""
+Split, Slice, Gather, Expand, Tile, Pad (constant / reflect / edge / wrap; negative pads crop
+first), Resize / Upsample (nearest / linear / cubic; axes; keep_aspect_ratio_policy),
+DepthToSpace / SpaceToDepth, CenterCropPad, EyeLike; and Shape, Size, ConstantOfShape, Range,
+Constant and the signal windows (Hann / Hamming / Blackman, MelWeightMatrix), which constant
+folding must remove."""
 
 from __future__ import annotations
 
@@ -18,11 +21,11 @@ from metasched.model.ops import (
     register,
     select,
 )
-from metasched.model.ops.elementwise import call
+from metasched.model.ops.elementwise import _ONNX_TO_NP, call
 from metasched.model.symbolic import Dim, dim, dims_equal, is_symbolic, prod, shape_text
 from metasched.model.te import BufferTensor, Tensor, lazy
 from tir.ir import Cast, PrimExpr, const
-from tir.ir.expr import And, conjunction, min_expr
+from tir.ir.expr import And, conjunction, max_expr, min_expr
 
 
 def reshape_view(x: Tensor, shape: tuple[int, ...]) -> Tensor:
@@ -182,8 +185,8 @@ def _slice(ctx: OpContext, inputs: list[Any]) -> list[Tensor]:
         axes = ctx.attr("axes", list(range(len(starts))))
         steps = [1] * len(starts)
     else:
-        starts = [int(v) for v in ctx.value(1).reshape(-1)]  # type: ignore[union-attr]
-        ends = [int(v) for v in ctx.value(2).reshape(-1)]  # type: ignore[union-attr]
+        starts = [int(v) for v in ctx.constant_input(1, "starts").reshape(-1)]
+        ends = [int(v) for v in ctx.constant_input(2, "ends").reshape(-1)]
         axes_v, steps_v = ctx.value(3), ctx.value(4)
         axes = list(range(len(starts))) if axes_v is None else [int(v) for v in axes_v.reshape(-1)]
         steps = [1] * len(starts) if steps_v is None else [int(v) for v in steps_v.reshape(-1)]
@@ -225,7 +228,7 @@ def _gather(ctx: OpContext, inputs: list[Any]) -> list[Tensor]:
 @register("Expand", kind="injective", value_inputs=(1,))
 def _expand(ctx: OpContext, inputs: list[Any]) -> list[Tensor]:
     x = inputs[0]
-    target = [int(v) for v in ctx.value(1).reshape(-1)]  # type: ignore[union-attr]
+    target = [int(v) for v in ctx.constant_input(1, "shape").reshape(-1)]
     shape = broadcast_shapes(x.shape, target)
     return [lazy(shape, x.dtype, lambda *i: broadcast_load(x, i))]
 
@@ -233,7 +236,7 @@ def _expand(ctx: OpContext, inputs: list[Any]) -> list[Tensor]:
 @register("Tile", kind="injective", value_inputs=(1,))
 def _tile(ctx: OpContext, inputs: list[Any]) -> list[Tensor]:
     x = inputs[0]
-    reps = [int(v) for v in ctx.value(1).reshape(-1)]  # type: ignore[union-attr]
+    reps = [int(v) for v in ctx.constant_input(1, "repeats").reshape(-1)]
     shape = tuple(e * r for e, r in zip(x.shape, reps, strict=True))
     return [
         lazy(
@@ -248,12 +251,14 @@ def _tile(ctx: OpContext, inputs: list[Any]) -> list[Tensor]:
 def _pad(ctx: OpContext, inputs: list[Any]) -> list[Tensor]:
     x = inputs[0]
     mode = ctx.attr("mode", "constant")
+    if mode not in ("constant", "reflect", "edge", "wrap"):
+        raise ctx.fail(f"Pad mode {mode!r} is not supported")
     if ctx.opset < 11:
         pads = list(ctx.attr("pads"))
         value = float(ctx.attr("value", 0.0))
         axes = list(range(x.ndim))
     else:
-        pads = [int(v) for v in ctx.value(1).reshape(-1)]  # type: ignore[union-attr]
+        pads = [int(v) for v in ctx.constant_input(1, "pads").reshape(-1)]
         cv = ctx.value(2)
         value = 0.0 if cv is None or cv.size == 0 else cv.reshape(-1)[0].item()
         av = ctx.value(3)
@@ -262,32 +267,35 @@ def _pad(ctx: OpContext, inputs: list[Any]) -> list[Tensor]:
     begin, end = [0] * x.ndim, [0] * x.ndim
     for k, a in enumerate(axes):
         begin[a], end[a] = pads[k], pads[n + k]
-    shape = tuple(e + b + a for e, b, a in zip(x.shape, begin, end, strict=True))
+    # Negative pads crop first; the positive ones then pad the cropped tensor (its edges are
+    # what reflect, edge and wrap repeat), as onnxruntime does.
+    low = [max(-b, 0) for b in begin]
+    kept = [e - max(-b, 0) - max(-a, 0) for e, b, a in zip(x.shape, begin, end, strict=True)]
+    shape = tuple(k + max(b, 0) + max(a, 0) for k, b, a in zip(kept, begin, end, strict=True))
 
     def element(*i: PrimExpr) -> PrimExpr:
         conds = []
         idx = []
         for d, v in enumerate(i):
-            e = x.shape[d]
-            j = v - begin[d] if begin[d] else v
-            if begin[d] == 0 and end[d] == 0:
-                idx.append(j)
+            e, before = kept[d], max(begin[d], 0)
+            j = v - before if before else v
+            if before == 0 and end[d] <= 0:
+                idx.append(_offset(j, low[d]))
                 continue
             if mode == "constant":
                 conds.append(And(j >= 0, j < e))
-                idx.append(clamp(j, e))
+                j = clamp(j, e)
             elif mode == "edge":
-                idx.append(clamp(j, e))
+                j = clamp(j, e)
             elif mode == "reflect":
                 # reflect without repeating the edge: period 2 * (e - 1)
                 period = max(2 * (e - 1), 1)
                 m = j % period
-                idx.append(select(m < e, m, period - m) if e > 1 else const(0))
-            elif mode == "wrap":
-                idx.append(j % e)
-            else:
-                raise ctx.fail(f"Pad mode {mode!r} is not supported")
-        loaded = x[tuple(idx)]
+                j = select(m < e, m, period - m) if e > 1 else const(0)
+            else:  # wrap
+                j = j % e
+            idx.append(_offset(j, low[d]))
+        loaded = x[tuple(idx)] if idx else x.load(())
         if not conds:
             return loaded
         return select(conjunction(conds), loaded, const(value, x.dtype))
@@ -298,22 +306,39 @@ def _pad(ctx: OpContext, inputs: list[Any]) -> list[Tensor]:
 def _coordinate(
     ctx: OpContext, mode: str, out: PrimExpr, scale: float, in_size: int, out_size: int, dtype: str = "float32"
 ) -> PrimExpr:
+    # Divided by the scale, not multiplied by its reciprocal: onnxruntime divides, and a
+    # coordinate that lands exactly on a half must stay there for the nearest modes.
     o = Cast(dtype, out)
+    s = const(scale, dtype)
     if mode == "asymmetric":
-        return o * const(1.0 / scale, dtype)
+        return o / s
     if mode == "half_pixel":
-        return (o + const(0.5, dtype)) * const(1.0 / scale, dtype) - const(0.5, dtype)
+        return (o + const(0.5, dtype)) / s - const(0.5, dtype)
     if mode == "pytorch_half_pixel":
         if out_size == 1:
             return const(0.0, dtype)
-        return (o + const(0.5, dtype)) * const(1.0 / scale, dtype) - const(0.5, dtype)
+        return (o + const(0.5, dtype)) / s - const(0.5, dtype)
     if mode == "align_corners":
         if out_size == 1:
             return const(0.0, dtype)
-        return o * const((in_size - 1) / (out_size - 1), dtype)
+        return o * const(in_size - 1, dtype) / const(out_size - 1, dtype)
     if mode == "tf_half_pixel_for_nn":
-        return (o + const(0.5, dtype)) * const(1.0 / scale, dtype)
+        return (o + const(0.5, dtype)) / s
     raise ctx.fail(f"coordinate_transformation_mode {mode!r} is not supported")
+
+
+def _cubic_weights(s: PrimExpr, a: float) -> list[PrimExpr]:
+    """Keys' cubic convolution weights of the taps at floor - 1 .. floor + 2 for the fraction ``s``."""
+    dtype = str(s.dtype)
+    one = const(1.0, dtype)
+
+    def near(t: PrimExpr) -> PrimExpr:  # |t| <= 1
+        return (const(a + 2, dtype) * t - const(a + 3, dtype)) * t * t + one
+
+    def far(t: PrimExpr) -> PrimExpr:  # 1 < |t| < 2
+        return ((const(a, dtype) * t - const(5 * a, dtype)) * t + const(8 * a, dtype)) * t - const(4 * a, dtype)
+
+    return [far(s + one), near(s), near(one - s), far(const(2.0, dtype) - s)]
 
 
 def _nearest(mode: str, x: PrimExpr) -> PrimExpr:
@@ -344,17 +369,54 @@ def _resize(ctx: OpContext, inputs: list[Any]) -> list[Tensor]:
         nearest_mode = ctx.attr("nearest_mode", "round_prefer_floor")
     if ctx.attr("antialias", 0):
         raise ctx.fail("antialias=1 is not supported")
-    if ctx.attr("axes") is not None or ctx.attr("keep_aspect_ratio_policy", "stretch") != "stretch":
-        raise ctx.fail("axes and keep_aspect_ratio_policy are not supported")
+    if mode not in ("nearest", "linear", "cubic"):
+        raise ctx.fail(f"mode {mode!r} is not supported")
+    axes = [normalize_axis(int(a), x.ndim, ctx) for a in ctx.attr("axes", range(x.ndim))]
+    policy = ctx.attr("keep_aspect_ratio_policy", "stretch")
     if sizes_v is not None and sizes_v.size:
-        out_shape = [int(v) for v in sizes_v.reshape(-1)]
-        scales = [o / i for o, i in zip(out_shape, x.shape, strict=True)]
+        given = dict(zip(axes, (int(v) for v in sizes_v.reshape(-1)), strict=True))
+        if policy == "stretch":
+            out_shape = [given.get(d, x.shape[d]) for d in range(x.ndim)]
+            scales = [o / i for o, i in zip(out_shape, x.shape, strict=True)]
+        elif policy in ("not_larger", "not_smaller"):
+            pick = min if policy == "not_larger" else max
+            common = pick(given[d] / x.shape[d] for d in axes)
+            scales = [common if d in given else 1.0 for d in range(x.ndim)]
+            # round half away from zero (std::round), as onnxruntime
+            out_shape = [int(np.floor(x.shape[d] * common + 0.5)) if d in given else x.shape[d] for d in range(x.ndim)]
+        else:
+            raise ctx.fail(f"keep_aspect_ratio_policy={policy!r} is not supported")
     else:
-        scales = [float(v) for v in scales_v.reshape(-1)]  # type: ignore[union-attr]
+        if scales_v is None:
+            raise ctx.fail("neither scales nor sizes is given")
+        given_scales = dict(zip(axes, (float(v) for v in scales_v.reshape(-1)), strict=True))
+        scales = [given_scales.get(d, 1.0) for d in range(x.ndim)]
         out_shape = [int(np.floor(i * s)) for i, s in zip(x.shape, scales, strict=True)]
-    if mode == "cubic":
-        raise ctx.fail("cubic interpolation is not supported")
+    cubic_a = float(ctx.attr("cubic_coeff_a", -0.75))
+    exclude_outside = bool(ctx.attr("exclude_outside", 0))
     resized = [d for d in range(x.ndim) if out_shape[d] != x.shape[d] or scales[d] != 1.0]
+
+    def axis_taps(d: int, out: PrimExpr) -> list[tuple[PrimExpr, PrimExpr]]:
+        """(input index, weight) pairs interpolating output position ``out`` along axis ``d``."""
+        extent = x.shape[d]
+        c = _coordinate(ctx, ctm, out, scales[d], extent, out_shape[d])
+        f32 = "float32"
+        if mode == "linear":
+            # onnxruntime clamps the linear coordinate into the input
+            c = max_expr(min_expr(c, const(float(extent - 1), f32)), const(0.0, f32))
+            lo = Cast("int32", call("floor", c))
+            frac = c - Cast(f32, lo)
+            lo_c = clamp(lo, extent)
+            return [(lo_c, const(1.0, f32) - frac), (min_expr(lo_c + 1, extent - 1), frac)]
+        lo = Cast("int32", call("floor", c))
+        frac = c - Cast(f32, lo)
+        weights = _cubic_weights(frac, cubic_a)
+        taps = [(lo + (k - 1), w) for k, w in enumerate(weights)]
+        if exclude_outside:
+            inside = [select(And(p >= 0, p < extent), w, const(0.0, f32)) for p, w in taps]
+            total = inside[0] + inside[1] + inside[2] + inside[3]
+            taps = [(p, w / total) for (p, _), w in zip(taps, inside, strict=True)]
+        return [(clamp(p, extent), w) for p, w in taps]
 
     def element(*i: PrimExpr) -> PrimExpr:
         if mode == "nearest":
@@ -363,18 +425,12 @@ def _resize(ctx: OpContext, inputs: list[Any]) -> list[Tensor]:
                 c = _coordinate(ctx, ctm, i[d], scales[d], x.shape[d], out_shape[d])
                 idx[d] = clamp(_nearest(nearest_mode, c), x.shape[d])
             return x[tuple(idx)]
-        # linear: 2^k taps over the resized axes
+        # linear: 2^k taps over the k resized axes; cubic: 4^k
         taps: list[tuple[list[PrimExpr], PrimExpr | None]] = [(list(i), None)]
         for d in resized:
-            c = _coordinate(ctx, ctm, i[d], scales[d], x.shape[d], out_shape[d])
-            c = select(c < const(0.0, "float32"), const(0.0, "float32"), c) if ctm != "align_corners" else c
-            lo = Cast("int32", call("floor", c))
-            frac = c - Cast("float32", lo)
-            lo_c = clamp(lo, x.shape[d])
-            hi_c = min_expr(lo_c + 1, x.shape[d] - 1)
             new = []
             for idx, w in taps:
-                for pos, weight in ((lo_c, const(1.0, "float32") - frac), (hi_c, frac)):
+                for pos, weight in axis_taps(d, i[d]):
                     nidx = list(idx)
                     nidx[d] = pos
                     new.append((nidx, weight if w is None else w * weight))
@@ -418,7 +474,61 @@ def _space_to_depth(ctx: OpContext, inputs: list[Any]) -> list[Tensor]:
     return [lazy((n, c * b * b, h // b, w // b), x.dtype, element)]
 
 
-@register("Shape", "Size", "ConstantOfShape", "Range", "Constant", "EyeLike", kind="fold")
+@register("CenterCropPad", kind="injective", value_inputs=(1,))
+def _center_crop_pad(ctx: OpContext, inputs: list[Any]) -> list[Tensor]:
+    x = inputs[0]
+    target = [int(v) for v in ctx.constant_input(1, "shape").reshape(-1)]
+    axes = [normalize_axis(int(a), x.ndim, ctx) for a in ctx.attr("axes", range(x.ndim))]
+    if len(axes) != len(target):
+        raise ctx.fail(f"shape {target} for axes {axes}")
+    shape = list(x.shape)
+    offset = [0] * x.ndim  # input index = output index + offset (negative: padding before)
+    for a, extent in zip(axes, target, strict=True):
+        shape[a] = extent
+        difference = x.shape[a] - extent
+        offset[a] = difference // 2 if difference >= 0 else -((-difference) // 2)
+
+    def element(*i: PrimExpr) -> PrimExpr:
+        conds = []
+        idx = []
+        for d, v in enumerate(i):
+            j = _offset(v, offset[d])
+            if offset[d] < 0 or shape[d] + offset[d] > x.shape[d]:
+                conds.append(And(j >= 0, j < x.shape[d]))
+                j = clamp(j, x.shape[d])
+            idx.append(j)
+        loaded = x[tuple(idx)]
+        return select(conjunction(conds), loaded, const(0, x.dtype)) if conds else loaded
+
+    return [lazy(tuple(shape), x.dtype, element)]
+
+
+@register("EyeLike", kind="injective")
+def _eye_like(ctx: OpContext, inputs: list[Any]) -> list[Tensor]:
+    x = inputs[0]
+    if x.ndim != 2:
+        raise ctx.fail(f"the input must be 2-D, got rank {x.ndim}")
+    code = ctx.attr("dtype")
+    dtype = x.dtype if code is None else _ONNX_TO_NP.get(int(code))
+    if dtype is None:
+        raise ctx.fail(f"dtype {code} is not supported")
+    k = int(ctx.attr("k", 0))
+    return [lazy(x.shape, dtype, lambda i, j: select((j - i).equal(k), const(1, dtype), const(0, dtype)))]
+
+
+# Shapes, ranges and the signal windows depend only on constants: folding computes them.
+@register(
+    "Shape",
+    "Size",
+    "ConstantOfShape",
+    "Range",
+    "Constant",
+    "HannWindow",
+    "HammingWindow",
+    "BlackmanWindow",
+    "MelWeightMatrix",
+    kind="fold",
+)
 def _must_fold(ctx: OpContext, inputs: list[Any]) -> list[Tensor]:
     raise ctx.fail("its inputs are not constant after folding (dynamic shapes are not supported)")
 
