@@ -599,3 +599,24 @@ def test_default_schedule_of_a_program_without_layout_free_weights_is_tensorized
     tuned = default_schedule(func, HOST)
     assert tuned is not func and any(_uses(tuned, name) for name in X86_INT8), tuned.script()
     _check_tensorized(func, tuned, HOST)
+
+
+@T.script
+def _one_row_int8_gemm(
+    A: T.Buffer((1, 576), "uint8"), B: T.Buffer((576, 32), "int8"), C: T.Buffer((1, 32), "int32")
+):
+    for i, j, k in T.grid(1, 32, 576):
+        with T.block("C"):
+            vi, vj, vk = T.remap("SSR", i, j, k)
+            with T.init():
+                C[vi, vj] = 0
+            C[vi, vj] += T.cast(A[vi, vk], "int32") * T.cast(B[vk, vj], "int32")
+
+
+def test_an_int8_gemm_of_one_row_has_a_design_space() -> None:
+    """A classifier's last layer (M = 1): the application binds the extent-1 iterator to a
+    constant, which the multi-level tiling refuses; the rule falls back instead of stopping
+    the tune with an AssertionError."""
+    from metasched.space import SpaceGenerator
+
+    assert SpaceGenerator().generate(_one_row_int8_gemm, "llvm")

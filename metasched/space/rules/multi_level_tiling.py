@@ -40,7 +40,7 @@ from dataclasses import dataclass
 from metasched.space.analysis import TILED, BlockInfo, block_info, is_output, loads_of, vars_of
 from metasched.space.rules import SketchRule, try_on_copy
 from tir.ir import IntImm, Var
-from tir.schedule import Schedule
+from tir.schedule import Schedule, ScheduleError
 from tir.schedule.handles import BlockRV, LoopRV
 from tir.target import Target
 
@@ -244,6 +244,12 @@ class MultiLevelTiling(SketchRule):
         tile a block they made this way (the multi-level tiling with an intrinsic tiles the
         loops outside the intrinsic)."""
         info = block_info(sch, block)
+        if info.loops is None:
+            # A blockized block whose extent-1 iterator is bound to a constant, say: the rule
+            # that asked falls back to its other sketches.
+            raise ScheduleError(
+                "multi_level_tiling", f"block {sch.get(block).name!r}", "its iterators are not bound 1:1 to loops"
+            )
         self._tile(sch, block, info, None, level, level is not None and self._fusible_consumer(sch, info))
 
     def _tile(
