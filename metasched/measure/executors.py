@@ -201,11 +201,27 @@ def _warm_up() -> None:
         pass
 
 
+#: Spins of an idle libgomp thread before it sleeps, in the measuring processes. libgomp's default
+#: (300,000) keeps the threads of the worker that timed the last candidate spinning for
+#: milliseconds into the next candidate's timing on another worker: on a 2-core machine a
+#: tune's timings showed the run-queue waits of a busy machine (median 0.35 cores) with nothing
+#: else running. 10,000 spins still span the gap between two back-to-back calls (no slower
+#: kernel timing measured), and an idle worker sleeps within a fraction of a millisecond.
+_GOMP_SPINCOUNT = "10000"
+
+
+def _worker_environment() -> dict[str, str]:
+    environment = dict(os.environ)
+    if "OMP_WAIT_POLICY" not in environment:  # the user's own choice stands
+        environment.setdefault("GOMP_SPINCOUNT", _GOMP_SPINCOUNT)
+    return environment
+
+
 class _Worker:
     """One worker process and the connection to it."""
 
     def __init__(self) -> None:
-        self.process, self.connection = start_worker_process("metasched.measure.executors")
+        self.process, self.connection = start_worker_process("metasched.measure.executors", env=_worker_environment())
         self.built: set[int] = set()  # keys of modules built here and not yet run
         self.ready = False  # started up (imports and warm-up done)
         self.registered: str | None = None  # digest of the run-time registrations installed here
