@@ -43,6 +43,7 @@ from multiprocessing.connection import Connection, wait
 from typing import Any
 
 from metasched.measure.builder import Job, build_job, built_modules, first_line
+from metasched.measure.noise import FOREIGN_CORES, SystemCpu
 from tir.registrations import RegistrationError, install
 
 __all__ = ["LocalPool", "close_local_pools", "measure_batch", "serve", "start_worker_process"]
@@ -349,6 +350,8 @@ class LocalPool:
             # In the batch's order (the search puts its likeliest best first, its exploration
             # last), not the builds' finishing order: an early best stops far slower runs sooner,
             # and a run stopped late in the batch takes fewer built modules with its worker.
+            system = SystemCpu.snapshot()
+            ran: list[int] = []
             for index, worker_index in sorted(built):
                 worker = self.workers[worker_index]
                 if not worker.alive or index not in worker.built:
@@ -366,6 +369,8 @@ class LocalPool:
                 if reply.get("error_kind") is None and reply.get("seconds") is not None:
                     best = reply["seconds"] if best is None else min(best, reply["seconds"])
                 results[index].update(reply)
+                ran.append(index)
+            _discount_own_waits(results, ran, system)
             pending = lost
             if not pending:
                 break
@@ -515,6 +520,18 @@ class LocalPool:
         for worker in self.workers:
             worker.kill()
         self.workers.clear()
+
+
+def _discount_own_waits(results: list[dict[str, Any]], ran: list[int], system: SystemCpu | None) -> None:
+    """Zero the runs' ``load``/``stall`` when no other process used the CPU while they ran: their
+    waits were the kernel's own threads sharing a CPU, or a virtual CPU waking up
+    (``metasched.measure.noise``)."""
+    later = SystemCpu.snapshot()
+    if system is None or later is None or system.foreign_cores(later) >= FOREIGN_CORES:
+        return
+    for index in ran:
+        if "load" in results[index]:
+            results[index]["load"] = results[index]["stall"] = 0.0
 
 
 _local_pools: dict[tuple[Any, ...], LocalPool] = {}

@@ -16,6 +16,12 @@ seconds:
   critical path lost. ``seconds * (1 - stall)`` estimates the quiet time of a kernel whose
   threads run in lockstep.
 
+Waiting has other causes than other processes: two threads of the kernel placed on one CPU
+for a moment, a sleeping thread woken on an idle virtual CPU. So a batch's timings count as
+disturbed only when other processes really used the CPU while they were taken:
+``SystemCpu.foreign_cores`` over the batch's runs (``/proc/stat`` less this process tree's own
+time) of at least ``FOREIGN_CORES``; otherwise their ``load`` and ``stall`` are reported as 0.
+
 A window whose ``load`` is at least ``BUSY_LOAD`` is busy: its timing counts only for a program
 with no quiet timing, and then at its quiet estimate (``metasched.database``); the tuner re-times
 its leaders until their timings are quiet or its patience ends, and says whether the best rests
@@ -34,18 +40,21 @@ import os
 import time
 from dataclasses import dataclass
 
-__all__ = ["BUSY_LOAD", "ThreadWaits", "is_busy", "quiet_estimate"]
+__all__ = ["BUSY_LOAD", "FOREIGN_CORES", "SystemCpu", "ThreadWaits", "is_busy", "quiet_estimate"]
 
 #: Cores of run-queue waiting per second of timing from which a timing counts as busy. A quiet
 #: machine shows a few thousandths (the kernel's own work, timer interrupts).
 BUSY_LOAD = 0.05
+#: Cores' worth of CPU other processes must use during a batch's runs for its waits to count.
+FOREIGN_CORES = 0.05
 
 _TASKS = "/proc/self/task"
 
 
-def _waits() -> dict[str, int] | None:
-    """Nanoseconds each thread of this process has waited for a CPU, by thread id."""
-    found: dict[str, int] = {}
+def _waits() -> dict[str, tuple[int, int]] | None:
+    """Per thread of this process, by thread id: nanoseconds it has waited for a CPU, and how
+    often it was preempted (involuntary context switches)."""
+    found: dict[str, tuple[int, int]] = {}
     try:
         threads = os.listdir(_TASKS)
     except OSError:
@@ -53,9 +62,14 @@ def _waits() -> dict[str, int] | None:
     for thread in threads:
         try:
             with open(f"{_TASKS}/{thread}/schedstat") as handle:
-                found[thread] = int(handle.read().split()[1])
-        except (OSError, IndexError, ValueError):
+                waited = int(handle.read().split()[1])
+            with open(f"{_TASKS}/{thread}/status") as handle:
+                preempted = next(
+                    int(line.split()[1]) for line in handle if line.startswith("nonvoluntary_ctxt_switches")
+                )
+        except (OSError, IndexError, ValueError, StopIteration):
             continue  # a thread that ended meanwhile
+        found[thread] = (waited, preempted)
     return found or None
 
 
@@ -63,7 +77,7 @@ def _waits() -> dict[str, int] | None:
 class ThreadWaits:
     """The run-queue waits of this process's threads since ``start``."""
 
-    before: dict[str, int]
+    before: dict[str, tuple[int, int]]
     began: float
 
     @staticmethod
@@ -72,15 +86,84 @@ class ThreadWaits:
         return None if before is None else ThreadWaits(before, time.perf_counter())
 
     def stop(self) -> tuple[float, float]:
-        """(load, stall) over the window since ``start`` (see the module docstring)."""
+        """(load, stall) over the window since ``start`` (see the module docstring); both 0
+        when no thread was preempted: waiting that no other task caused (a sleeping thread
+        woken on an idle virtual CPU can wait a millisecond for the hypervisor) is the
+        machine's, a quiet one's too."""
         wall = max(time.perf_counter() - self.began, 1e-9)
         after = _waits() or {}
         # A thread started inside the window (a thread pool's first parallel region) counts
         # from zero.
-        waited = [max(0, nanoseconds - self.before.get(thread, 0)) / 1e9 for thread, nanoseconds in after.items()]
+        waited, preempted = [], 0
+        for thread, (nanoseconds, switches) in after.items():
+            start_ns, start_switches = self.before.get(thread, (0, 0))
+            waited.append(max(0, nanoseconds - start_ns) / 1e9)
+            preempted += max(0, switches - start_switches)
+        if not preempted:
+            return 0.0, 0.0
         load = sum(waited) / wall
         stall = min(1.0, max(waited, default=0.0) / wall)
         return round(load, 4), round(stall, 4)
+
+
+@dataclass(frozen=True)
+class SystemCpu:
+    """CPU time used on this process's CPUs by everyone, and by this process and its
+    descendants (the measuring workers), from ``/proc/stat`` and ``/proc/*/stat`` (clock ticks:
+    coarse, so meant for windows of a second or more, such as a batch's runs)."""
+
+    wall: float
+    busy_ticks: int
+    own_ticks: int
+
+    @staticmethod
+    def snapshot() -> SystemCpu | None:
+        try:
+            cpus = {f"cpu{n}" for n in os.sched_getaffinity(0)}
+            busy = 0
+            with open("/proc/stat") as handle:
+                for line in handle:
+                    fields = line.split()
+                    if fields and fields[0] in cpus:
+                        # user nice system idle iowait irq softirq steal
+                        busy += sum(int(fields[k]) for k in (1, 2, 3, 6, 7, 8))
+            return SystemCpu(time.perf_counter(), busy, _tree_ticks(os.getpid()))
+        except (OSError, ValueError, AttributeError, IndexError):
+            return None
+
+    def foreign_cores(self, later: SystemCpu) -> float:
+        """Cores' worth of CPU that other processes used between the two snapshots."""
+        wall = max(later.wall - self.wall, 1e-9)
+        foreign = (later.busy_ticks - self.busy_ticks) - (later.own_ticks - self.own_ticks)
+        return max(0.0, foreign / _TICKS_PER_SECOND / wall)
+
+
+_TICKS_PER_SECOND = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+
+
+def _tree_ticks(root: int) -> int:
+    """utime + stime of ``root`` and every descendant, in clock ticks."""
+    parents: dict[int, int] = {}
+    ticks: dict[int, int] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as handle:
+                fields = handle.read().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue  # ended meanwhile
+        parents[int(entry)] = int(fields[1])
+        ticks[int(entry)] = int(fields[11]) + int(fields[12])
+    total, todo = 0, [root]
+    children: dict[int, list[int]] = {}
+    for pid, parent in parents.items():
+        children.setdefault(parent, []).append(pid)
+    while todo:
+        pid = todo.pop()
+        total += ticks.get(pid, 0)
+        todo.extend(children.get(pid, []))
+    return total
 
 
 def is_busy(load: float | None) -> bool:
