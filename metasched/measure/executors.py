@@ -104,6 +104,12 @@ _ATTEMPTS = 6
 _RELATIVE_TIMEOUT = 20.0
 _RELATIVE_FLOOR = 1.0
 
+#: Seconds an idle libgomp thread spins before it sleeps, and some (7.7 ms measured on a 2-core
+#: Zen 4 with libgomp's default GOMP_SPINCOUNT): a run on another worker waits that long after
+#: the last one. A lower GOMP_SPINCOUNT would not do: the threads would then sleep during each
+#: cache flush between timed calls, and waking them costs 15-20 us per call.
+_SPIN_SETTLE = 0.015
+
 #: Reference outputs a worker keeps (each as large as the program's outputs).
 _WORKER_REFERENCES = 4
 #: Reference outputs (or their failures) a pool keeps between batches.
@@ -202,27 +208,11 @@ def _warm_up() -> None:
         pass
 
 
-#: Spins of an idle libgomp thread before it sleeps, in the measuring processes. libgomp's default
-#: (300,000) keeps the threads of the worker that timed the last candidate spinning for
-#: milliseconds into the next candidate's timing on another worker: on a 2-core machine a
-#: tune's timings showed the run-queue waits of a busy machine (median 0.35 cores) with nothing
-#: else running. 10,000 spins still span the gap between two back-to-back calls (no slower
-#: kernel timing measured), and an idle worker sleeps within a fraction of a millisecond.
-_GOMP_SPINCOUNT = "10000"
-
-
-def _worker_environment() -> dict[str, str]:
-    environment = dict(os.environ)
-    if "OMP_WAIT_POLICY" not in environment:  # the user's own choice stands
-        environment.setdefault("GOMP_SPINCOUNT", _GOMP_SPINCOUNT)
-    return environment
-
-
 class _Worker:
     """One worker process and the connection to it."""
 
     def __init__(self) -> None:
-        self.process, self.connection = start_worker_process("metasched.measure.executors", env=_worker_environment())
+        self.process, self.connection = start_worker_process("metasched.measure.executors")
         self.built: set[int] = set()  # keys of modules built here and not yet run
         self.ready = False  # started up (imports and warm-up done)
         self.registered: str | None = None  # digest of the run-time registrations installed here
@@ -352,6 +342,7 @@ class LocalPool:
             # and a run stopped late in the batch takes fewer built modules with its worker.
             system = SystemCpu.snapshot()
             ran: list[int] = []
+            last_worker, last_end = None, 0.0
             for index, worker_index in sorted(built):
                 worker = self.workers[worker_index]
                 if not worker.alive or index not in worker.built:
@@ -361,9 +352,14 @@ class LocalPool:
                 limit = (
                     self.timeout if best is None else min(self.timeout, max(_RELATIVE_FLOOR, _RELATIVE_TIMEOUT * best))
                 )
+                if last_worker is not None and worker_index != last_worker:
+                    # The last worker's libgomp threads spin for some milliseconds after its
+                    # run (GOMP_SPINCOUNT): this one's timing would share the cores with them.
+                    time.sleep(max(0.0, _SPIN_SETTLE - (time.monotonic() - last_end)))
                 reply = self._run(
                     worker, index, jobs[index] if best is None else replace(jobs[index], best=best), limit
                 )
+                last_worker, last_end = worker_index, time.monotonic()
                 if reply.get("error_kind") == "timeout" and limit < self.timeout:
                     reply["error_msg"] += f" ({_RELATIVE_TIMEOUT:g}x the best so far, {best:.3g} s)"
                 if reply.get("error_kind") is None and reply.get("seconds") is not None:
