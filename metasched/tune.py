@@ -177,7 +177,7 @@ class TuneResult:
         return (
             line + f"; UNTRUSTWORTHY: the best of {len(doubtful)} task(s) ({names}) could not be confirmed by quiet "
             "timings (load slows parallel programs more than serial ones, and the machine stayed busy); tune again "
-            "when it is quiet: the recorded leaders are re-timed first"
+            "when it is quiet (metasched tune takes those tasks up again): the recorded leaders are re-timed first"
         )
 
     @property

@@ -243,7 +243,10 @@ def run(args: argparse.Namespace) -> int:
         say("the budget of this run was spent before it stopped")
     # Only tasks with a measured program count as tuned: a task the budget did not reach is
     # tuned by the next run (and keeps its default schedule meanwhile).
-    covered = [t.key for t in todo if database.has(t.func, target)]
+    # A task whose best could not be confirmed by quiet timings (the machine was busy) is not
+    # tuned yet either: the next run tunes it again, its recorded leaders re-timed first.
+    doubtful = {t.key for t, r in zip(todo, result.tasks) if r.quiet is False} if result is not None else set()
+    covered = [t.key for t in todo if database.has(t.func, target) and t.key not in doubtful]
     runlog.finish(run_id, covered, result.trials if result is not None else 0)
     if args.plot:
         from metasched.cli.plot import plot_tuning
