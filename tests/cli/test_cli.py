@@ -9,6 +9,7 @@ import fcntl
 import json
 import os
 import pty
+import re
 import select
 import signal
 import subprocess
@@ -119,13 +120,25 @@ def test_plot_writes_a_png(tuned) -> None:  # noqa: ANN001
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 10_000
 
 
+def _doubtful(stdout: str) -> int:
+    """Tasks a run could not confirm by quiet timings (other processes used the CPU: a loaded
+    test machine); the next run tunes them again instead of skipping them."""
+    found = re.search(r"UNTRUSTWORTHY: the best of (\d+) task", stdout)
+    return int(found.group(1)) if found else 0
+
+
 def test_a_second_run_skips_tuned_tasks_and_another_target_does_not_reuse_them(tuned) -> None:  # noqa: ANN001
-    home, model, _ = tuned
+    home, model, done = tuned
     before = len(Database(home / "w").records())
     again = cli("tune", "two.onnx", "--trials", "4", "--work-dir", "w", "--no-compare", cwd=home)
     assert again.returncode == 0, again.stderr
-    assert "2 of 2 tasks already tuned for 'llvm'" in again.stdout
-    assert len(Database(home / "w").records()) == before  # nothing measured again
+    skipped = 2 - _doubtful(done.stdout)
+    if skipped == 2:
+        assert "2 of 2 tasks already tuned for 'llvm'" in again.stdout
+        assert len(Database(home / "w").records()) == before  # nothing measured again
+    else:  # the first run was on a busy machine: its unconfirmed tasks are tuned again
+        assert f"tuning {2 - skipped} tasks" in again.stdout
+    before = len(Database(home / "w").records(target="llvm"))
 
     other = cli(
         "tune",
@@ -158,7 +171,8 @@ def test_a_budget_too_small_for_coverage_is_reported_and_the_next_run_covers_the
 
     second = cli("tune", "two.onnx", "--trials", "1", "--work-dir", "w", "--no-compare", cwd=tmp_path)
     assert second.returncode == 0, second.stderr
-    assert "1 of 2 tasks already tuned" in second.stdout and "too small" not in second.stdout
+    if not _doubtful(first.stdout):  # else the busy first run's task is tuned again too
+        assert "1 of 2 tasks already tuned" in second.stdout and "too small" not in second.stdout
     database = Database(tmp_path / "w")
     assert all(database.get_top_k(key, "llvm", 1) for key in task_hashes(model))
 

@@ -55,9 +55,9 @@ def _log_softmax_op(ctx: OpContext, inputs: list[Any]) -> list[Tensor]:
     return _softmax(ctx, inputs, log=True)
 
 
-def _normalize(
-    ctx: OpContext, x: Tensor, axes: list[int], eps: float, scale: Any, bias: Any, param_index: Any
-) -> Tensor:
+def _moments(ctx: OpContext, x: Tensor, axes: list[int]) -> tuple[Tensor, Tensor, PrimExpr]:
+    """The sums over ``axes`` of ``x`` and of its squared deviations (two reduction stages),
+    and 1 / their element count: mean = sum * inv, variance = squares * inv."""
     count = 1
     for d in axes:
         count *= x.shape[d]
@@ -71,6 +71,13 @@ def _normalize(
         True,
         name=ctx.stage + "_var",
     )
+    return mean, var, inv
+
+
+def _normalize(
+    ctx: OpContext, x: Tensor, axes: list[int], eps: float, scale: Any, bias: Any, param_index: Any
+) -> Tensor:
+    mean, var, inv = _moments(ctx, x, axes)
 
     def element(*i: PrimExpr) -> PrimExpr:
         mu = _gather_reduced(mean, axes, i) * inv
@@ -226,19 +233,7 @@ def _group_norm(ctx: OpContext, inputs: list[Any]) -> list[Tensor]:
 def _mean_variance_norm(ctx: OpContext, inputs: list[Any]) -> list[Tensor]:
     x = inputs[0]
     axes = sorted({normalize_axis(int(a), x.ndim, ctx) for a in ctx.attr("axes", [0, 2, 3])})
-    count = 1
-    for d in axes:
-        count *= x.shape[d]
-    inv = const(1.0 / count, x.dtype)
-    mean = lower_reduce(ctx, x, axes, "sum", True, name=ctx.stage + "_mean")
-    var = lower_reduce(
-        ctx,
-        lazy(x.shape, x.dtype, lambda *i: _sq(x[i] - _gather_reduced(mean, axes, i) * inv)),
-        axes,
-        "sum",
-        True,
-        name=ctx.stage + "_var",
-    )
+    mean, var, inv = _moments(ctx, x, axes)
 
     def element(*i: PrimExpr) -> PrimExpr:
         # ONNX's definition: (x - mean) / (sqrt(variance) + 1e-9)
