@@ -219,7 +219,14 @@ def _whisper_encoder() -> tuple[Any, dict[str, Any]]:
     from transformers import WhisperConfig, WhisperModel
 
     config = WhisperConfig(
-        d_model=256, encoder_layers=2, encoder_attention_heads=4, encoder_ffn_dim=1024, max_source_positions=750
+        d_model=256,
+        encoder_layers=2,
+        encoder_attention_heads=4,
+        encoder_ffn_dim=1024,
+        decoder_layers=1,  # the encoder alone is exported; the config still checks the decoder's heads
+        decoder_attention_heads=4,
+        decoder_ffn_dim=1024,
+        max_source_positions=750,
     )
     encoder = WhisperModel(config).get_encoder()
     features = torch.randn(1, config.num_mel_bins, 1500, generator=torch.Generator().manual_seed(1))
