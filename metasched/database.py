@@ -266,15 +266,13 @@ class Database:
         if any(r.emulated and r.is_valid for r in records) and any(not r.emulated and r.is_valid for r in records):
             records = [r for r in records if not (r.emulated and r.is_valid)]
         quiet_programs = {r.trace_json for r in records if r.is_valid and not r.busy}
-        records = [
-            r
-            if not r.busy
-            else None
-            if r.trace_json in quiet_programs
-            else replace(r, seconds=quiet_estimate(r.seconds, r.stall))  # type: ignore[arg-type]
-            for r in records
-        ]
-        records = [r for r in records if r is not None]
+        counted = []
+        for record in records:
+            if not record.busy:
+                counted.append(record)
+            elif record.trace_json not in quiet_programs:
+                counted.append(replace(record, seconds=quiet_estimate(record.seconds, record.stall)))  # type: ignore[arg-type]
+        records = counted
         groups: dict[str, list[TuningRecord]] = {}
         for record in records:
             groups.setdefault(record.trace_json, []).append(record)

@@ -186,8 +186,9 @@ class TuneResult:
 
     def summary(self) -> str:
         lines = [f"{self.trials} trials in {self.wall_seconds:.1f} s ({self.trials_per_minute:.0f}/min)"]
-        if self.noise_summary():
-            lines.append(self.noise_summary())
+        noise = self.noise_summary()
+        if noise:
+            lines.append(noise)
         for task in self.tasks:
             best = f"{task.best_seconds * 1e3:.3f} ms, {task.gflops:.1f} GFLOP/s" if task.best_seconds else "none valid"
             if task.best_seconds and task.emulated:
@@ -303,7 +304,7 @@ def tune(
     ``best_func`` None instead (a model keeps their default schedule). A task the budget never
     reached is not an error: ``TuneResult.uncovered`` names it.
     """
-    from metasched.database import Database, TuningRecord
+    from metasched.database import Database
     from metasched.measure import MeasureInput, Measurer
     from metasched.space import SpaceGenerator
 
@@ -394,20 +395,7 @@ def tune(
     def record(index: int, candidate: Candidate, outcome: Any) -> float | None:
         """Commit one measurement and fold it into the task's result; its seconds or None."""
         task, result = tasks[index], results[index]
-        database.commit_record(
-            TuningRecord(
-                workload_hash=workload_hash(task.func),
-                target=target_text,
-                trace_json=candidate.trace.to_json(),
-                seconds=outcome.seconds,
-                error_kind=outcome.error_kind,
-                error_msg=outcome.error_msg,
-                timestamp=time.time(),
-                emulated=bool(getattr(outcome, "emulated", False)),
-                load=getattr(outcome, "load", None),
-                stall=getattr(outcome, "stall", None),
-            )
-        )
+        database.commit_record(_record_of(workload_hash(task.func), target_text, candidate.trace.to_json(), outcome))
         if outcome.build_seconds:
             build_seconds.append(outcome.build_seconds)
         if outcome.error_kind is None and is_busy(getattr(outcome, "load", None)):
@@ -625,7 +613,6 @@ def _settle_best(
     re-timing that comes back busy is repeated after a pause until ``deadline``; the ranking
     prefers quiet timings (``Database.get_top_k``), and ``result.quiet`` says whether the best
     rests on them."""
-    from metasched.database import TuningRecord
     from metasched.measure import MeasureInput
 
     records = database.records(task.func, target)
@@ -646,20 +633,7 @@ def _settle_best(
         outcomes = measurer.measure([MeasureInput(func, target, reference=task.func) for _, func in todo])
         busy = []
         for (record, func), outcome in zip(todo, outcomes):
-            database.commit_record(
-                TuningRecord(
-                    workload_hash=record.workload_hash,
-                    target=target,
-                    trace_json=record.trace_json,
-                    seconds=outcome.seconds,
-                    error_kind=outcome.error_kind,
-                    error_msg=outcome.error_msg,
-                    timestamp=time.time(),
-                    emulated=bool(getattr(outcome, "emulated", False)),
-                    load=getattr(outcome, "load", None),
-                    stall=getattr(outcome, "stall", None),
-                )
-            )
+            database.commit_record(_record_of(record.workload_hash, target, record.trace_json, outcome))
             if outcome.error_kind is not None:
                 failed.add(record.trace_json)
                 log(f"[{task.name}] a recorded best candidate fails its check ({outcome.error_kind}): skipped")
@@ -668,11 +642,13 @@ def _settle_best(
         # Programs timed only on a busy machine whose quiet estimate beats the best so far
         # (by more than the noise margin) are contenders: timed now too.
         contenders = []
-        ranked = database.get_top_k(task.func, target, len(database.records(task.func, target)))
-        best = next((r for r in ranked if r.trace_json not in failed), None)
+        current = database.records(task.func, target)
+        best = next(
+            (r for r in database.get_top_k(task.func, target, len(current)) if r.trace_json not in failed), None
+        )
         if best is not None:
             timed = {record.trace_json for record, _ in replayed}
-            for record in _unconfirmed(database.records(task.func, target), best):
+            for record in _unconfirmed(current, best):
                 if len(contenders) >= _BUSY_LEADERS:
                     break
                 func = (
@@ -701,6 +677,25 @@ def _settle_best(
         return
     result.best_seconds = result.best_trace = result.best_func = None
     result.emulated = False
+
+
+def _record_of(workload: str, target: str, trace_json: str, outcome: Any) -> Any:
+    """The database record of one measurement (``MeasureResult``, or a user measurer's result
+    with fewer fields)."""
+    from metasched.database import TuningRecord
+
+    return TuningRecord(
+        workload_hash=workload,
+        target=target,
+        trace_json=trace_json,
+        seconds=outcome.seconds,
+        error_kind=outcome.error_kind,
+        error_msg=outcome.error_msg,
+        timestamp=time.time(),
+        emulated=bool(getattr(outcome, "emulated", False)),
+        load=getattr(outcome, "load", None),
+        stall=getattr(outcome, "stall", None),
+    )
 
 
 def _unconfirmed(records: Sequence[Any], best: Any) -> list[Any]:

@@ -31,7 +31,7 @@ import socket
 import sys
 from dataclasses import dataclass, field
 
-__all__ = ["RegistrationError", "Registrations", "add_provider", "capture", "changed", "install", "installed_digest"]
+__all__ = ["RegistrationError", "Registrations", "add_provider", "capture", "changed", "install"]
 
 
 class RegistrationError(RuntimeError):
@@ -122,11 +122,6 @@ def install(registrations: Registrations | None) -> None:
         except Exception as error:  # noqa: BLE001 - reported in one line, naming the registration
             raise RegistrationError(f"{_where()} cannot install {label}: {type(error).__name__}: {error}") from None
     _installed = registrations.digest
-
-
-def installed_digest() -> str | None:
-    """The digest of the registrations this process installed last (None: none)."""
-    return _installed
 
 
 def _where() -> str:

@@ -143,7 +143,7 @@ _TICKS_PER_SECOND = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 
 def _tree_ticks(root: int) -> int:
     """utime + stime of ``root`` and every descendant, in clock ticks."""
-    parents: dict[int, int] = {}
+    children: dict[int, list[int]] = {}
     ticks: dict[int, int] = {}
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
@@ -153,12 +153,9 @@ def _tree_ticks(root: int) -> int:
                 fields = handle.read().rsplit(")", 1)[1].split()
         except (OSError, IndexError):
             continue  # ended meanwhile
-        parents[int(entry)] = int(fields[1])
+        children.setdefault(int(fields[1]), []).append(int(entry))
         ticks[int(entry)] = int(fields[11]) + int(fields[12])
     total, todo = 0, [root]
-    children: dict[int, list[int]] = {}
-    for pid, parent in parents.items():
-        children.setdefault(parent, []).append(pid)
     while todo:
         pid = todo.pop()
         total += ticks.get(pid, 0)
