@@ -10,7 +10,7 @@ host CPU's result; the best is built again and timed with CUDA events, side by s
 ``matmul`` (cuBLAS, float16 output) and ``conv2d`` on channels-last float16 tensors (cuDNN).
 Without a GPU or torch it says why and exits 0.
 
-    python benchmarks/tune_cuda.py --trials 64 [--workloads gemm,conv] [--gemm-size 4096]
+    python benchmarks/tune_cuda.py --trials 64 [--seconds 90] [--workloads gemm,conv] [--gemm-size 4096]
 
 Prints the timings, then one JSON line.
 """
@@ -57,7 +57,9 @@ def _peer_seconds(torch: Any, workload: str, args: list[np.ndarray]) -> float:
     return _torch_seconds(torch, lambda: torch.nn.functional.conv2d(x, w))
 
 
-def tune_one(workload: str, target: str, trials: int, gemm_size: int, log: Any) -> dict[str, Any]:
+def tune_one(
+    workload: str, target: str, trials: int, gemm_size: int, log: Any, seconds: float | None = None
+) -> dict[str, Any]:
     import metasched
     import tir
 
@@ -68,6 +70,7 @@ def tune_one(workload: str, target: str, trials: int, gemm_size: int, log: Any) 
         func,
         target,
         trials=trials,
+        time_budget=seconds,
         work_dir=tempfile.mkdtemp(prefix=f"tune-{workload}-"),
         cost_model=cost_model,
         log=log,
@@ -116,6 +119,7 @@ def main() -> None:
     parser.add_argument("--trials", type=int, default=64)
     parser.add_argument("--workloads", default="gemm,conv")
     parser.add_argument("--gemm-size", type=int, default=4096)
+    parser.add_argument("--seconds", type=float, help="time budget of each workload's search (default: none)")
     options = parser.parse_args()
     from tir.runtime.cuda import _driver, device_missing_reason
 
@@ -131,7 +135,12 @@ def main() -> None:
     summary: dict[str, Any] = {"device": device, "target": target}
     for workload in options.workloads.split(","):
         outcome = tune_one(
-            workload, target, options.trials, options.gemm_size, log=lambda line: print(line, flush=True)
+            workload,
+            target,
+            options.trials,
+            options.gemm_size,
+            log=lambda line: print(line, flush=True),
+            seconds=options.seconds,
         )
         if outcome.get("ours_ms") is None:
             print(f"{workload}: no valid candidate in {outcome['trials']} trials")

@@ -29,6 +29,7 @@ worker had built are rebuilt on a fresh one.
 from __future__ import annotations
 
 import atexit
+import math
 import os
 import signal
 import socket
@@ -97,12 +98,18 @@ _DOING = {
 _ATTEMPTS = 6
 
 #: Once a best time is known, a run may take this many times it (but at least
-#: ``_RELATIVE_FLOOR`` seconds, and never more than the pool's timeout) before it is stopped: a
-#: random sample can take seconds where the best takes milliseconds, and its exact time teaches
-#: the search nothing that "far slower" does not. The floor covers a run's fixed costs (making
-#: the inputs, checking the outputs).
+#: ``_RELATIVE_FLOOR`` seconds, and never more than the pool's timeout) on top of the run's fixed
+#: costs before it is stopped: a random sample can take seconds where the best takes
+#: milliseconds, and its exact time teaches the search nothing that "far slower" does not. The
+#: fixed costs (making and copying the inputs, checking the outputs, the timing budget a
+#: candidate near the best spends) are learned per workload: ``_FIXED_MARGIN`` times the
+#: shortest run of that workload that succeeded. Until one has, a run may take the whole
+#: timeout: on a GPU, a 4096^3 GEMM's run costs over a second whatever its kernel's speed (160 MB
+#: copied and 16M outputs checked), and a fixed 1 s limit stopped 47 of 64 candidates, the best
+#: ones among them.
 _RELATIVE_TIMEOUT = 20.0
 _RELATIVE_FLOOR = 1.0
+_FIXED_MARGIN = 2.0
 
 #: Seconds an idle libgomp thread spins before it sleeps, and some (7.7 ms measured on a 2-core
 #: Zen 4 with libgomp's default GOMP_SPINCOUNT): a run on another worker waits that long after
@@ -295,6 +302,8 @@ class LocalPool:
         # Which worker built a program last (by its encoded bytes and target): a program measured
         # again (the best re-timed at the end) goes back there, to its build cache.
         self.builders: OrderedDict[int, int] = OrderedDict()
+        # The shortest successful run request per workload (its reference key), in seconds.
+        self.shortest_runs: OrderedDict[str, float] = OrderedDict()
         self.registrations: Any = None  # of the batch being measured (``tir.registrations``)
 
     def _worker(self, index: int) -> _Worker:
@@ -343,25 +352,30 @@ class LocalPool:
             system = SystemCpu.snapshot()
             ran: list[int] = []
             last_worker, last_end = None, 0.0
+            batch_shortest: float | None = None  # for jobs without a reference key (one workload a batch)
             for index, worker_index in sorted(built):
                 worker = self.workers[worker_index]
                 if not worker.alive or index not in worker.built:
                     lost.append(index)
                     continue
                 worker.built.discard(index)
-                limit = (
-                    self.timeout if best is None else min(self.timeout, max(_RELATIVE_FLOOR, _RELATIVE_TIMEOUT * best))
-                )
+                limit = self._run_limit(jobs[index].reference_key, best, batch_shortest)
                 if last_worker is not None and worker_index != last_worker:
                     # The last worker's libgomp threads spin for some milliseconds after its
                     # run (GOMP_SPINCOUNT): this one's timing would share the cores with them.
                     time.sleep(max(0.0, _SPIN_SETTLE - (time.monotonic() - last_end)))
+                started = time.monotonic()
                 reply = self._run(
                     worker, index, jobs[index] if best is None else replace(jobs[index], best=best), limit
                 )
                 last_worker, last_end = worker_index, time.monotonic()
+                if reply.get("error_kind") is None:
+                    self._note_run(jobs[index].reference_key, last_end - started)
+                    batch_shortest = min(batch_shortest or math.inf, last_end - started)
                 if reply.get("error_kind") == "timeout" and limit < self.timeout:
-                    reply["error_msg"] += f" ({_RELATIVE_TIMEOUT:g}x the best so far, {best:.3g} s)"
+                    reply["error_msg"] += (
+                        f" (twice this workload's shortest run and {_RELATIVE_TIMEOUT:g}x the best so far, {best:.3g} s)"
+                    )
                 if reply.get("error_kind") is None and reply.get("seconds") is not None:
                     best = reply["seconds"] if best is None else min(best, reply["seconds"])
                 results[index].update(reply)
@@ -376,6 +390,21 @@ class LocalPool:
                 "error_msg": f"not measured: built {_ATTEMPTS} times, lost each time with a worker another candidate killed",
             }
         return results
+
+    def _run_limit(self, key: str | None, best: float | None, batch_shortest: float | None = None) -> float:
+        """Seconds one run of the workload ``key`` may take, given the best time so far."""
+        shortest = self.shortest_runs.get(key) if key is not None else batch_shortest
+        if best is None or shortest is None:
+            return self.timeout
+        return min(self.timeout, _FIXED_MARGIN * shortest + max(_RELATIVE_FLOOR, _RELATIVE_TIMEOUT * best))
+
+    def _note_run(self, key: str | None, seconds: float) -> None:
+        if key is None:
+            return
+        self.shortest_runs[key] = min(seconds, self.shortest_runs.get(key, seconds))
+        self.shortest_runs.move_to_end(key)
+        while len(self.shortest_runs) > _POOL_REFERENCES:
+            self.shortest_runs.popitem(last=False)
 
     def _run(self, worker: _Worker, index: int, job: Job, limit: float) -> dict[str, Any]:
         reference = None

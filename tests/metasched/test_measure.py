@@ -15,7 +15,7 @@ import pytest
 import tir
 from metasched.measure import MeasureInput, Measurer
 from metasched.measure.builder import decode_program, encode_program
-from metasched.measure.executors import close_local_pools
+from metasched.measure.executors import LocalPool, close_local_pools
 from tir.ir import Var
 from tir.ir.functor import post_order_visit
 
@@ -76,7 +76,8 @@ def test_each_kind_of_failure_is_recorded_while_the_batch_goes_on(measurer: Meas
 
 
 def test_a_run_far_slower_than_the_best_is_stopped_early() -> None:
-    # Once a best time is known, a run may take 20x it (at least 1 s), not the whole timeout.
+    # Once a best time is known, a run may take 20x it (at least 1 s) on top of twice the
+    # workload's shortest run, not the whole timeout.
     with Measurer("llvm", num_threads=1, timeout=60.0, workers=2) as measurer:
         start = time.monotonic()
         results = measurer.measure(
@@ -86,8 +87,23 @@ def test_a_run_far_slower_than_the_best_is_stopped_early() -> None:
         elapsed = time.monotonic() - start
     kinds = [r.error_kind for r in results]
     assert kinds == [None, "timeout", None, None, None, None], [(r.error_kind, r.error_msg) for r in results]
-    assert "more than 1 s (20x the best so far" in results[1].error_msg
+    assert "shortest run and 20x the best so far" in results[1].error_msg
     assert elapsed < 30, elapsed
+
+
+def test_the_relative_limit_counts_the_workloads_fixed_costs() -> None:
+    # A GPU GEMM's run costs seconds whatever its kernel's speed (copying and checking the
+    # operands): the limit adds twice the shortest run of that workload, and a workload with no
+    # run yet gets the whole timeout.
+    pool = LocalPool(workers=1, timeout=60.0)
+    assert pool._run_limit("gemm", best=0.0005) == 60.0
+    pool._note_run("gemm", 1.6)
+    pool._note_run("gemm", 1.5)
+    assert pool._run_limit("gemm", best=0.0005) == pytest.approx(2 * 1.5 + 1.0)
+    assert pool._run_limit("gemm", best=0.2) == pytest.approx(2 * 1.5 + 20 * 0.2)
+    assert pool._run_limit("conv", best=0.0005) == 60.0
+    pool._note_run("conv", 40.0)
+    assert pool._run_limit("conv", best=0.5) == 60.0  # never beyond the timeout
 
 
 def test_a_cold_first_run_does_not_pass_for_a_slow_candidate(measurer: Measurer) -> None:
