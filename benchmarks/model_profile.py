@@ -9,7 +9,9 @@ printed slowest first with the ratio (onnxruntime's time / ours; below 1: we are
     python benchmarks/model_profile.py [--model resnet50] [--database DIR] [--threads 2]
 
 ``--model`` is a light model of the onnx wheel (resnet50, densenet121, ...) with random weights,
-or ``bert`` (the encoder of ``model_e2e.py``). Ends with one JSON line.
+``bert`` (the encoder of ``model_e2e.py``), or an ONNX file (a model zoo export, say:
+``--model ~/.cache/tensorir-zoo/gpt2.dynamo.onnx --inputs ~/.cache/tensorir-zoo/gpt2.inputs.npz``;
+without ``--inputs``, random inputs of the declared shapes). Ends with one JSON line.
 """
 
 from __future__ import annotations
@@ -71,6 +73,29 @@ def _ort_nodes(model, feeds, threads: int, repeat: int) -> tuple[dict[tuple[int,
     return totals, {shape: "+".join(sorted(names)) for shape, names in ops.items()}
 
 
+def _file_feeds(model, inputs: str | None, rng: np.random.Generator) -> dict[str, np.ndarray]:  # type: ignore[no-untyped-def]
+    """The file's inputs: from ``inputs`` (an .npz, in input order) or random of declared shapes."""
+    from onnx import helper
+
+    initializers = {init.name for init in model.graph.initializer}
+    declared = [value for value in model.graph.input if value.name not in initializers]
+    if inputs is not None:
+        arrays = list(np.load(inputs).values())
+        if len(arrays) != len(declared):
+            raise SystemExit(f"{inputs} holds {len(arrays)} arrays, the model takes {len(declared)} inputs")
+        return {value.name: array for value, array in zip(declared, arrays, strict=True)}
+    feeds = {}
+    for value in declared:
+        tensor = value.type.tensor_type
+        shape = [d.dim_value if d.dim_value > 0 else 1 for d in tensor.shape.dim]
+        dtype = helper.tensor_dtype_to_np_dtype(tensor.elem_type)
+        if np.issubdtype(dtype, np.integer):
+            feeds[value.name] = rng.integers(0, 100, shape).astype(dtype)
+        else:
+            feeds[value.name] = rng.standard_normal(shape).astype(dtype)
+    return feeds
+
+
 def main() -> None:
     import onnx
 
@@ -83,9 +108,14 @@ def main() -> None:
     parser.add_argument("--database", default=None, help="a tuning database (default schedules without)")
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--repeat", type=int, default=10)
+    parser.add_argument("--inputs", default=None, help="an .npz of the inputs, in the file's input order")
     args = parser.parse_args()
     rng = np.random.default_rng(0)
-    if args.model == "bert":
+    if args.model.endswith(".onnx"):
+        model = onnx.load(args.model)
+        graph = msm.from_onnx(model)
+        feeds = _file_feeds(model, args.inputs, rng)
+    elif args.model == "bert":
         model = bert_encoder(seq=128, hidden=768, heads=12, layers=2)
         feeds = {"x": rng.standard_normal((1, 128, 768)).astype(np.float32)}
         graph = msm.from_onnx(model)
@@ -109,7 +139,7 @@ def main() -> None:
                 "ratio": round(peer / mine, 3) if mine and peer else None,
             }
         )
-    print(f"{args.model}, {args.threads} thread(s), {compiled.report.summary()}")
+    print(f"{os.path.basename(args.model)}, {args.threads} thread(s), {compiled.report.summary()}")
     print(f"{'output (sorted dims)':24s} {'ours ms':>9s} {'ort ms':>9s} {'ratio':>6s}  onnxruntime ops")
     for row in rows:
         ratio = f"{row['ratio']:6.3f}" if row["ratio"] is not None else "     -"

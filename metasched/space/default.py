@@ -29,7 +29,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from metasched.space.analysis import TILED
+from metasched.space.analysis import TILED, UNROLL
 from metasched.space.rules.multi_level_tiling import EPILOGUE_AT_REGISTERS_STRUCTURE, TAIL_SUFFIX, MultiLevelTiling
 from tir.ir import PrimFunc
 from tir.schedule import Trace
@@ -74,6 +74,7 @@ def default_decisions(sketch: Trace, target: str | Target = "llvm") -> dict[int,
         runs[-1].append((pos, inst))
         previous = pos
     max_parallel = 32
+    unrolled = 1  # the largest register tile's loop iterations (rows x panels), to unroll whole
     for inst in sketch.instructions:
         if inst.kind == "annotate" and inst.kwargs.get("ann_key") == "meta_schedule.parallel":
             max_parallel = int(inst.kwargs["ann_val"])
@@ -118,16 +119,48 @@ def default_decisions(sketch: Trace, target: str | Target = "llvm") -> dict[int,
             limit = min(int(inst.kwargs.get("max_innermost_factor", 64)), REDUCTION_SLICE)
             inner = _divisor_at_most(extent, limit)
             decisions[pos] = [extent // inner, inner]
+        unrolled = max(
+            unrolled,
+            _register_tile_loops(
+                register_tile, vector_last, packed=vector_last is not None and _counts_panels(sketch, vector_last)
+            ),
+        )
     for pos, inst in enumerate(sketch.instructions):
         if inst.kind == "sample_categorical":
-            candidates = inst.args[0] if inst.args else []
-            decisions[pos] = 1 if len(candidates) > 1 else 0
+            candidates = list(inst.args[0]) if inst.args else []
+            following = sketch.instructions[pos + 1] if pos + 1 < len(sketch.instructions) else None
+            if following is not None and following.kwargs.get("ann_key") == UNROLL:
+                decisions[pos] = _unroll_choice(candidates, unrolled)
+            else:
+                decisions[pos] = 1 if len(candidates) > 1 else 0
         elif inst.kind == "sample_compute_location":
             # In place (-1): a producer computed inside the tile (a convolution's padding) is
             # recomputed by neighbouring tiles, and the parallel primitive then refuses the
             # tile loops (iterations would share instances): one thread for the whole kernel.
             decisions[pos] = -1
     return decisions
+
+
+def _register_tile_loops(register_tile: dict[int, int], vector_pos: int | None, packed: bool) -> int:
+    """The register tile's iterations outside the vectorized lanes: rows x panels (packed) or
+    rows x vectors of 32 lanes (the vectorize postprocessor's longest vector)."""
+    count = 1
+    for pos, size in register_tile.items():
+        count *= size if pos != vector_pos or packed else max(1, size // 32)
+    return count
+
+
+def _unroll_choice(candidates: list[Any], needed: int) -> int:
+    """The unroll depth: the second choice (16), or the least that unrolls a larger register
+    tile whole -- a row loop left rolled keeps its accumulators in memory (a 4 x 3-panel
+    tile under an unroll depth of 16 ran its rows as a loop)."""
+    if len(candidates) < 2:
+        return 0
+    depths = [int(c) for c in candidates]
+    index = 1
+    while depths[index] < needed and index + 1 < len(depths) and depths[index + 1] > depths[index]:
+        index += 1
+    return index
 
 
 def _counts_panels(sketch: Trace, pos: int) -> bool:
@@ -185,14 +218,16 @@ def _product(values: Any) -> int:
     return total
 
 
-def _preference(sketch: Trace) -> tuple[bool, bool, bool, bool, bool]:
+def _preference(sketch: Trace) -> tuple[bool, ...]:
     """Sorting key, best first: padding kept as its own stage (inlined, its bounds checks land
     in the innermost loop and stop vectorization), then operand packing (the register tile
     reads one contiguous panel slice per reduction step instead of a row of a wide matrix:
     dense 128x3072x768 at 1 thread on a 2-core Zen 1, 15.0 ms packed against 30 ms plain),
-    then the epilogue fused into the tile, at the register tile (reductions whole) rather than
-    per cache tile (the tile is stored once, finished, instead of stored and read back); a
-    register tile that leaves a partial last tile (its size is the tuner's to find) last."""
+    then padding where the tiling rule padded an awkward extent (its unpadded sketches tile
+    it badly: 29 scalar columns for 50257), then the epilogue fused into the tile, at the
+    register tile (reductions whole) rather than per cache tile (the tile is stored once,
+    finished, instead of stored and read back); a register tile that leaves a partial last
+    tile (its size is the tuner's to find) last."""
     kinds = {inst.kind for inst in sketch.instructions}
     structures = [
         str(inst.kwargs.get("ann_val"))
@@ -202,6 +237,7 @@ def _preference(sketch: Trace) -> tuple[bool, bool, bool, bool, bool]:
     return (
         "compute_inline" in kinds,
         "transform_layout" not in kinds,
+        "pad_einsum" not in kinds,
         "reverse_compute_at" not in kinds,
         EPILOGUE_AT_REGISTERS_STRUCTURE not in structures,
         any(structure.endswith(TAIL_SUFFIX) for structure in structures),

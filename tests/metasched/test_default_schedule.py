@@ -11,6 +11,7 @@ from metasched.search.candidate import sampling_positions
 from metasched.space import SpaceGenerator
 from metasched.space.default import _vector_lanes, default_candidate, default_decisions
 from metasched.space.rules.multi_level_tiling import TAIL_SUFFIX
+from tir.interp import interpret
 
 TARGET = "llvm"  # this machine: 8 float32 lanes with AVX2, 16 with AVX-512
 LANES = _vector_lanes(TARGET)
@@ -94,3 +95,56 @@ def test_default_schedule_prefers_packing_and_computes_the_product() -> None:
     built = build_program(candidate.func, TARGET)
     built.module(*built.arguments([x, w, y]))
     np.testing.assert_allclose(y, x @ w, rtol=1e-4, atol=1e-4)
+
+
+@T.script
+def awkward_dense(
+    X: T.Buffer((17, 32), "float32"),
+    W: T.Buffer((32, 150), "float32"),
+    Y: T.Buffer((17, 150), "float32"),
+):
+    T.func_attr({"layout_free_buffers": ["W"]})
+    for i, j, k in T.grid(17, 150, 32):
+        with T.block("matmul"):
+            vi, vj, vk = T.remap("SSR", i, j, k)
+            with T.init():
+                Y[vi, vj] = 0.0
+            Y[vi, vj] += X[vi, vk] * W[vk, vj]
+
+
+def test_awkward_extents_are_padded() -> None:
+    # 150 columns: no whole panels (8 or 16 lanes), and 17 rows (prime) leave the unpadded
+    # tiling one row and 2 to 10 scalar columns per register tile.
+    from metasched.space.rules.multi_level_tiling import padded_row_extent, padded_vector_extent
+
+    assert padded_vector_extent(150, 16) == 160 and padded_vector_extent(150, 8) == 160  # 19 panels -> 20
+    assert padded_vector_extent(50257, 16) == 50304  # 3144 panels: a multiple of 8
+    assert padded_vector_extent(50272, 16) == 50304  # 3142 = 2 x 1571 panels split badly
+    assert padded_vector_extent(3072, 16) == 3072 and padded_vector_extent(768, 8) == 768
+    assert padded_vector_extent(1000, 16) == 1024  # 63 panels -> 64
+    assert padded_vector_extent(40, 16) == 40  # a few columns: the tail stays
+    assert padded_row_extent(17) == 24 and padded_row_extent(197) == 200
+    assert padded_row_extent(196) == 196 and padded_row_extent(7) == 7 and padded_row_extent(50) == 50
+
+
+def test_default_schedule_of_awkward_extents_pads_packs_and_computes_the_product() -> None:
+    candidate = default_candidate(awkward_dense, TARGET)
+    assert candidate is not None
+    kinds = {inst.kind for inst in candidate.trace.instructions}
+    assert {"pad_einsum", "transform_layout"} <= kinds, kinds
+    # the register tile's rows and panels unrolled whole: every unroll depth covers them
+    text = candidate.func.script()
+    assert "T.vectorized" in text and "T.unroll" in text
+    from metasched.measure.builder import build_program
+
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((17, 32), dtype=np.float32)
+    w = rng.standard_normal((32, 150), dtype=np.float32)
+    y = np.zeros((17, 150), np.float32)
+    built = build_program(candidate.func, TARGET)
+    assert built.prepack is not None  # the padded weight is made once, with its packing
+    built.module(*built.arguments([x, w, y]))
+    np.testing.assert_allclose(y, x @ w, rtol=1e-4, atol=1e-4)
+    interpreted = np.zeros((17, 150), np.float32)
+    interpret(candidate.func, x, w, interpreted)
+    np.testing.assert_allclose(interpreted, x @ w, rtol=1e-4, atol=1e-4)
