@@ -17,10 +17,11 @@ QLinearConv / QLinearMatMul / QGemm compute (its QDQ fusion runs these patterns 
     bias[c]     = b_q[c] - zx * sum_k w_q[c, k]
 
 The reduction is the plain ``acc += int32(x_q) * int32(w_q)`` the int8 dot-product intrinsics
-match (``metasched.tensorize_candidates``): the activation zero point is folded into the bias,
-here, once (a convolution's padding reads ``zx``, so the correction holds at the borders too);
-the requantization is the epilogue of the same kernel. Weights with a nonzero zero point
-(uint8 weights) subtract both zero points inside the reduction instead: exact, not tensorized.
+match (``metasched.tensorize_candidates``; on x86-64 without VNNI the pairs below): the
+activation zero point is folded into the bias, here, once (a convolution's padding reads
+``zx``, so the correction holds at the borders too); the requantization is the epilogue of the
+same kernel. Weights with a nonzero zero point (uint8 weights) subtract both zero points inside
+the reduction instead: exact, not tensorized.
 A Relu or a Clip between the product and the QuantizeLinear becomes saturation bounds
 (quantization is monotone: ``Q(clip(v, a, b)) = clip(Q(v), Q(a), Q(b))``).
 
@@ -30,7 +31,37 @@ becomes ``QAdd`` on the quantized values, with onnxruntime's QLinearAdd arithmet
 Matching it matters: computed in float from the dequantized values instead, one value in 1e5
 of a random-weight ResNet-50's layer4 came out one step off, and the difference grew through
 the following layers (4 steps in places, 11% of the logits one step off); with QAdd every
-quantized tensor of ResNet-50 and MobileNet v3 equals onnxruntime's.
+quantized tensor of ResNet-50 and MobileNet v3 equals onnxruntime's (on a CPU without VNNI, with
+the int16 pairs below).
+
+How the products accumulate depends on the CPU onnxruntime runs on, and so does ours. With
+VNNI (``vpdpbusd``: AVX512-VNNI, AVX-VNNI) or on AArch64 its uint8 x int8 kernels sum exactly in
+int32. On x86-64 with AVX2 and without VNNI (Zen 1 to 3, Haswell to Coffee Lake, Skylake-SP)
+every one of them -- MlasConvSym for the convolutions, MLAS's QGEMM after im2col for the
+others (a stem's three channels, an output channel count not a multiple of 8, groups), QGemm,
+QLinearMatMul -- multiplies with ``vpmaddubsw``, which sums each pair of adjacent products into
+int16 WITH SATURATION before widening them:
+
+    acc = sum_j saturate_int16(x[2j] * w[2j] + x[2j+1] * w[2j+1])      (raw uint8 x, int8 w)
+
+the pairs taken along K in MLAS's order: (kernel position, input channel) of each group,
+flattened (NHWC im2col order; with an even channel count a pair is two adjacent channels at
+one kernel position), the last element of an odd K paired with zero; a MatMul's or a Gemm's K
+as it is. Two products of 255 * 127 already overflow int16 (64770 > 32767), and activations
+after a Relu reach 255: under ``qemu-x86_64 -cpu max`` (AVX2, no VNNI) onnxruntime's QDQ
+ResNet-50 of ``benchmarks/model_zoo.py`` has 0.6% of its stem's outputs off the exact sums by
+up to 23 steps, its last residual block by up to 19, and 4.5% of its logits more than one
+step away (MobileNet v3: 3% of the logits one step away). Depthwise convolutions (one input
+and one output channel per group), int8 activations and uint8 weights stay exact on every CPU.
+So ``fuse_qdq`` marks the uint8 x int8 patterns onnxruntime would saturate with
+``int16_pairs=1``, and ``QConv`` / ``QMatMul`` then reduce over the pairs, saturating each:
+both models then equal onnxruntime's outputs there bit for bit. That is opt-in
+(``fuse_qdq(graph, int16_pairs=True)`` or ``METASCHED_QDQ_INT16_PAIRS=1``): by default the sums
+are exact, as ONNX defines them (onnxruntime's own quantization guide advises ``reduce_range``
+on such CPUs for this reason), and stay tensorizable; the pair form matches none of the int8
+dot-product intrinsics (their descs are the exact sum), so such kernels are not tensorized.
+``onnxruntime_saturates_pairs()`` says whether a comparison with onnxruntime on this machine
+needs it (``benchmarks/model_zoo.py`` turns it on there, and says so).
 
 Everything else stays as it is: a pattern that does not fit (per-axis activation scales,
 non-constant weights, per-channel weight zero points that differ, a bias not quantized with
@@ -47,6 +78,7 @@ so the int8 weights a fused kernel reads are never folded to float.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from typing import Any
 
@@ -54,7 +86,7 @@ import numpy as np
 
 from metasched.model.graph import Graph, Node
 
-__all__ = ["QADD", "QCONV", "QMATMUL", "fuse_qdq"]
+__all__ = ["INT16_PAIRS_ENV", "QADD", "QCONV", "QMATMUL", "fuse_qdq", "onnxruntime_saturates_pairs"]
 
 #: The internal operators a fused pattern becomes (``metasched.model.ops.quantization``).
 QCONV, QMATMUL, QADD = "QConv", "QMatMul", "QAdd"
@@ -66,6 +98,33 @@ _PRODUCTS = ("Conv", "MatMul", "Gemm")
 _TRANSPARENT = ("Flatten", "Identity", "MaxPool", "Reshape", "Squeeze", "Transpose", "Unsqueeze")
 _CONV_ATTRS = ("auto_pad", "dilations", "group", "kernel_shape", "pads", "strides")
 _INT_RANGES = {"uint8": (0, 255), "int8": (-128, 127)}
+#: ``1``: the uint8 x int8 products of the fused patterns saturate in int16 pairs as onnxruntime's
+#: do on x86-64 without VNNI (unset or ``0``: exact sums).
+INT16_PAIRS_ENV = "METASCHED_QDQ_INT16_PAIRS"
+
+
+def onnxruntime_saturates_pairs(target: object = None) -> bool:
+    """Whether onnxruntime's uint8 x int8 kernels sum adjacent products in int16 with saturation
+    (``vpmaddubsw``) on ``target`` (default: this machine): x86-64 with AVX2 and without VNNI.
+    MLAS picks its kernels so (``MlasPlatform``): AVX512-VNNI or AVX-VNNI gives ``vpdpbusd``
+    (exact), AVX2 or AVX512 without them ``vpmaddubsw``; without AVX2 it widens (exact)."""
+    from tir.target import Target
+
+    t = Target.host() if target is None else Target.parse(target)  # type: ignore[arg-type]
+    if not t.is_cpu or t.isa != "x86_64" or not t.has("avx2"):
+        return False
+    return not (t.has("avx512vnni") or t.has("avxvnni"))
+
+
+def _int16_pairs_default() -> bool:
+    forced = os.environ.get(INT16_PAIRS_ENV, "").strip().lower()
+    if forced in ("1", "true", "yes", "on"):
+        return True
+    if forced in ("0", "false", "no", "off"):
+        return False
+    if forced not in ("", "auto"):
+        raise ValueError(f"{INT16_PAIRS_ENV}={forced!r}: expected 1 or 0")
+    return False
 
 
 def _quantize(x: float, scale: np.ndarray, zero: np.ndarray) -> int:
@@ -88,12 +147,15 @@ class _Pattern:
     dequantized: list[Node]  # the DequantizeLinear nodes read (dropped once nothing else reads them)
 
 
-def fuse_qdq(graph: Graph) -> int:
+def fuse_qdq(graph: Graph, int16_pairs: bool | None = None) -> int:
     """Rewrite the QDQ patterns of ``graph`` (its nodes as imported: before shape propagation
     and folding) into ``QConv`` / ``QMatMul`` / ``QAdd`` nodes, in place. Returns the number
-    fused."""
+    fused. ``int16_pairs``: sum uint8 x int8 products in saturated int16 pairs as onnxruntime
+    does on x86-64 without VNNI (default: ``METASCHED_QDQ_INT16_PAIRS``, else exact sums)."""
     if not any(node.op_type in ("DequantizeLinear", "QuantizeLinear") for node in graph.nodes):
         return 0
+    if int16_pairs is None:
+        int16_pairs = _int16_pairs_default()
     values = _known_values(graph)
     _run_quantized(graph, values)
     producers = graph.producers()
@@ -105,7 +167,7 @@ def fuse_qdq(graph: Graph) -> int:
         if id(node) in dropped:
             continue
         if node.op_type in _PRODUCTS:
-            fused = _fuse(graph, node, values, producers, consumers)
+            fused = _fuse(graph, node, values, producers, consumers, int16_pairs)
         elif node.op_type == "Add":
             fused = _fuse_add(graph, node, values, producers, consumers)
         else:
@@ -244,6 +306,7 @@ def _fuse(
     values: dict[str, np.ndarray],
     producers: dict[str, Node],
     consumers: dict[str, list[Node]],
+    int16_pairs: bool = False,
 ) -> tuple[Node, _Pattern, dict[str, np.ndarray]] | None:
     """The fused node, the pattern and the new constants for ``product``, or None."""
     if len(product.inputs) < 2 or product.outputs[0] in graph.outputs:
@@ -364,9 +427,13 @@ def _fuse(
     if product.op_type == "Conv":
         op_type = QCONV
         new_attrs = {k: v for k, v in attrs.items() if k in _CONV_ATTRS}
+        depthwise = w_q.shape[1] == 1 and channels == int(attrs.get("group", 1))
     else:
         op_type = QMATMUL
         new_attrs = {}
+        depthwise = False
+    if int16_pairs and x_dtype == "uint8" and str(w_q.dtype) == "int8" and w_zero == 0 and not depthwise:
+        new_attrs["int16_pairs"] = 1  # onnxruntime's vpmaddubsw kernels (module docstring)
     new_attrs.update(
         x_zero_point=x_zero,
         w_zero_point=w_zero,

@@ -1,7 +1,9 @@
 """Quantization: QuantizeLinear / DequantizeLinear (per-tensor and per-axis), MatMulInteger and
 ConvInteger (int32 accumulation of zero-point-shifted 8-bit operands), and the internal operators
 the QDQ patterns become (``metasched.model.qdq``): QConv / QMatMul (an int8 reduction the int8
-dot-product intrinsics match, requantized in its epilogue) and QAdd (onnxruntime's QLinearAdd)."""
+dot-product intrinsics match, requantized in its epilogue; with ``int16_pairs``, the products
+summed in saturated int16 pairs as onnxruntime's ``vpmaddubsw`` kernels sum them on x86-64
+without VNNI) and QAdd (onnxruntime's QLinearAdd)."""
 
 from __future__ import annotations
 
@@ -16,10 +18,12 @@ from metasched.model.ops import (
     broadcast_shapes,
     cast,
     constant_tensor,
+    mul,
     normalize_axis,
     register,
+    select,
 )
-from metasched.model.ops.conv import lower_conv, pad_tensor, resolve_pads
+from metasched.model.ops.conv import conv_output_size, lower_conv, pad_tensor, resolve_pads
 from metasched.model.ops.elementwise import _round_half_even
 from metasched.model.ops.matmul import lower_matmul
 from metasched.model.te import Tensor, lazy
@@ -120,14 +124,94 @@ def requantize(ctx: OpContext, acc: Tensor, bias: Tensor, scale: Tensor, channel
     return lazy(acc.shape, out, element)
 
 
+def _pair_sum(p0: PrimExpr, p1: PrimExpr) -> PrimExpr:
+    """``saturate_int16(p0 + p1)`` in int32: one lane of ``vpmaddubsw``."""
+    return min_expr(max_expr(p0 + p1, const(-32768, "int32")), const(32767, "int32"))
+
+
+def _pair_indices(size: int, r: PrimExpr) -> tuple[PrimExpr, PrimExpr, PrimExpr | None]:
+    """The two flat indices of pair ``r`` of ``size`` values and, for an odd ``size``, the
+    condition under which the second exists (its index clamped to stay in bounds)."""
+    first = r * 2
+    if size % 2 == 0:
+        return first, first + 1, None
+    second = first + 1
+    return first, min_expr(second, const(size - 1, "int32")), second < const(size, "int32")
+
+
+def _pairs_reduce(ctx: OpContext, shape: tuple[Any, ...], size: int, product: Any) -> Tensor:
+    """``out[s] = sum over pairs of saturate_int16(product(s, 2j) + product(s, 2j + 1))`` for
+    ``size`` products (flat index; an odd last one paired with zero), summed in int32."""
+
+    def element(s: tuple[PrimExpr, ...], r: tuple[PrimExpr, ...]) -> PrimExpr:
+        first, second, exists = _pair_indices(size, r[0])
+        p1 = product(s, second)
+        if exists is not None:
+            p1 = select(exists, p1, const(0, "int32"))
+        return _pair_sum(product(s, first), p1)
+
+    return ctx.builder.reduce(ctx.stage, shape, ((size + 1) // 2,), element, "sum", dtype="int32")
+
+
+def _conv_int16_pairs(ctx: OpContext, padded: Tensor, w: Tensor) -> Tensor:
+    """The raw ``sum x_q * w_q`` of an (already padded) NCHW convolution as onnxruntime's
+    ``vpmaddubsw`` kernels sum it (``metasched.model.qdq``): products in MLAS's K order
+    ((kernel position, input channel) of each group, flattened) summed in pairs into int16 with
+    saturation, the pairs in int32. With an even channel count per group a pair is two
+    adjacent channels at one kernel position: the reduction runs over (channel pair, kernel...)."""
+    n_sp = padded.ndim - 2
+    m, cpg = w.shape[0], w.shape[1]
+    kernel = [int(k) for k in w.shape[2:]]
+    strides = list(ctx.attr("strides", [1] * n_sp))
+    dilations = list(ctx.attr("dilations", [1] * n_sp))
+    group = int(ctx.attr("group", 1))
+    mpg = m // group
+    out_sp = [conv_output_size(padded.shape[2 + d], kernel[d], strides[d], dilations[d], 0, 0) for d in range(n_sp)]
+    shape = (padded.shape[0], m, *out_sp)
+
+    def product(s: tuple[PrimExpr, ...], ic: PrimExpr, window: list[PrimExpr]) -> PrimExpr:
+        nn, oc, out_pos = s[0], s[1], s[2:]
+        in_c = ic if group == 1 else (oc // mpg) * cpg + ic
+        pos = [mul(out_pos[d], strides[d]) + mul(window[d], dilations[d]) for d in range(n_sp)]
+        return cast(padded[(nn, in_c, *pos)], "int32") * cast(w[(oc, ic, *window)], "int32")
+
+    if cpg % 2 == 0:
+
+        def element(s: tuple[PrimExpr, ...], r: tuple[PrimExpr, ...]) -> PrimExpr:
+            window = list(r[1:])
+            return _pair_sum(product(s, r[0] * 2, window), product(s, r[0] * 2 + 1, window))
+
+        return ctx.builder.reduce(ctx.stage, shape, (cpg // 2, *kernel), element, "sum", dtype="int32")
+
+    def flat(s: tuple[PrimExpr, ...], t: PrimExpr) -> PrimExpr:
+        ic, rest, window = t % cpg, t // cpg, []
+        for k in reversed(kernel):
+            window.insert(0, rest % k)
+            rest = rest // k
+        return product(s, ic, window)
+
+    size = cpg * int(np.prod(kernel))
+    return _pairs_reduce(ctx, shape, size, flat)
+
+
 @register("QConv", kind="complex")
 def _qconv(ctx: OpContext, inputs: list[Any]) -> list[Tensor]:
     """Internal: x_q (N, C, spatial...) uint8/int8, w_q (M, C / group, k...) int8/uint8, bias
     (M,) int32 with the input zero point folded in, scale (M,) or (1,) float32; Conv's attributes
-    and ``x_zero_point``, ``w_zero_point``, ``y_zero_point``, ``y_min``, ``y_max``, ``y_dtype``."""
+    and ``x_zero_point``, ``w_zero_point``, ``y_zero_point``, ``y_min``, ``y_max``, ``y_dtype``;
+    ``int16_pairs``: the products summed as onnxruntime's ``vpmaddubsw`` kernels sum them."""
     x, w, bias, scale = inputs[:4]
     x_zero, w_zero = int(ctx.attr("x_zero_point", 0)), int(ctx.attr("w_zero_point", 0))
-    if w_zero:
+    if ctx.attr("int16_pairs", 0):
+        if w_zero:
+            raise ctx.fail("int16_pairs needs a zero weight zero point")
+        n_sp = x.ndim - 2
+        kernel = list(ctx.attr("kernel_shape", w.shape[2:]))
+        strides = list(ctx.attr("strides", [1] * n_sp))
+        dilations = list(ctx.attr("dilations", [1] * n_sp))
+        begin, end = resolve_pads(ctx, x.shape[2:], kernel, strides, dilations)
+        acc = _conv_int16_pairs(ctx, pad_tensor(ctx, x, begin, end, x_zero), w)
+    elif w_zero:
         # both zero points subtracted inside the reduction (exact; no dot-product intrinsic fits)
         acc = lower_conv(ctx, x, w, "int32", const(x_zero, "int32"), const(w_zero, "int32"))
     else:
@@ -150,12 +234,34 @@ def _qmatmul(ctx: OpContext, inputs: list[Any]) -> list[Tensor]:
     and the output attributes of ``QConv``."""
     a, b, bias, scale = inputs[:4]
     a_zero, b_zero = int(ctx.attr("x_zero_point", 0)), int(ctx.attr("w_zero_point", 0))
-    if b_zero:
+    if ctx.attr("int16_pairs", 0):
+        if b_zero:
+            raise ctx.fail("int16_pairs needs a zero weight zero point")
+        acc = _matmul_int16_pairs(ctx, a, b)
+    elif b_zero:
         zeros = (constant_tensor(np.array(a_zero, np.int32)), constant_tensor(np.array(b_zero, np.int32)))
         acc = lower_matmul(ctx, a, b, "int32", *zeros)
     else:
         acc = lower_matmul(ctx, a, b, "int32")
     return [requantize(ctx, acc, bias, scale, -1)]
+
+
+def _matmul_int16_pairs(ctx: OpContext, a: Tensor, b: Tensor) -> Tensor:
+    """``a @ b`` (a (..., M, K) or (K,), b (K, N)) as onnxruntime's ``vpmaddubsw`` kernels sum
+    it: adjacent products along K summed in pairs into int16 with saturation, the pairs in int32."""
+    a2 = a if a.ndim >= 2 else lazy((1, a.shape[0]), a.dtype, lambda i, k: a[(k,)])
+    size = int(a2.shape[-1])
+    if b.ndim != 2 or int(b.shape[0]) != size:
+        raise ctx.fail(f"inner dimensions differ: {a.shape} @ {b.shape}")
+    shape = (*a2.shape[:-1], b.shape[1])
+
+    def product(s: tuple[PrimExpr, ...], k: PrimExpr) -> PrimExpr:
+        return cast(a2[(*s[:-1], k)], "int32") * cast(b[(k, s[-1])], "int32")
+
+    y = _pairs_reduce(ctx, shape, size, product)
+    if a.ndim == 1:
+        return lazy((b.shape[1],), "int32", lambda j: y[(const(0), j)])
+    return y
 
 
 def _add_ratios(ctx: OpContext) -> tuple[float, float, float]:
