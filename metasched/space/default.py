@@ -37,6 +37,15 @@ from tir.target import Target
 
 __all__ = ["default_candidate", "default_decisions", "default_schedule"]
 
+#: An operand the vector loop's panels cover (a weight) larger than this streams from memory on
+#: every run (no cache share holds it): its panels are read once (rows take no parallel share
+#: beyond ``_ENOUGH_CHUNKS`` chunks) and the reduction is sliced (SSRSRS: each panel slice stays
+#: in L1 while every row tile uses it, instead of in L2 with the reduction whole). A GPT-2 LM
+#: head (64 x 768 x 50257, 154 MB of weight) at 1 thread on an AVX-512 Xeon: 70 GFLOP/s with 4
+#: row tiles in the parallel loop, 102 with none, 118 sliced (onnxruntime 116).
+STREAMED_BYTES = 32 * 2**20
+_ENOUGH_CHUNKS = 4
+
 #: The longest inner reduction tile: a weight panel's slice of this many rows (x 2 vectors of
 #: floats: 16 KiB at 256 with AVX2) stays in the L1 cache while the rows of the tile use it.
 REDUCTION_SLICE = 256
@@ -98,13 +107,23 @@ def default_decisions(sketch: Trace, target: str | Target = "llvm") -> dict[int,
         # the operand indexed by the vector loop (a weight's columns) and reads each panel from
         # memory once, for all its rows; row tiles first would make every thread stream the
         # whole weight (a BERT FFN's 9 MiB) once per row tile.
+        # A streamed operand (``STREAMED_BYTES``) is read once per row tile of the parallel
+        # loop: rows take no parallel share once the vector loop's gives the threads a few
+        # chunks (a GPT-2 LM head: 4 row tiles made 616 MB of a 154 MB weight's reads).
         vector_last = spatial[-1][0] if spatial else None
+        streamed = _run_streamed_bytes(sketch, run) > STREAMED_BYTES
+        vector_outer = 1
         for pos, inst in sorted(spatial, key=lambda item: item[0] != vector_last):
             n = inst.kwargs["n"]
             extent = extents[pos]
             inner = register_tile.get(pos, 1)
             rest = extent // inner
-            outer = _divisor_at_most(rest, max(budget, 1))
+            limit = budget
+            if streamed and pos != vector_last:
+                limit = min(budget, max(1, -(-_ENOUGH_CHUNKS // vector_outer)))
+            outer = _divisor_at_most(rest, max(limit, 1))
+            if pos == vector_last:
+                vector_outer = outer
             budget //= outer
             if n >= 4 and pos != vector_last:
                 # Rows go below the outer reduction tile (SSRSRS: the second S level after the
@@ -139,6 +158,31 @@ def default_decisions(sketch: Trace, target: str | Target = "llvm") -> dict[int,
             # tile loops (iterations would share instances): one thread for the whole kernel.
             decisions[pos] = -1
     return decisions
+
+
+def _run_streamed_bytes(sketch: Trace, run: list[tuple[int, Any]]) -> int:
+    """Bytes of the operand the vector loop's panels cover (float32): the reduction extents
+    times the vector loop's extent (in elements: a packed sample counts panels)."""
+    spatial = [(pos, inst) for pos, inst in run if inst.kwargs.get("n", 2) > 2]
+    reduce = [(pos, inst) for pos, inst in run if inst.kwargs.get("n", 2) == 2]
+    if not spatial or not reduce:
+        return 0
+    vector_pos, vector_inst = spatial[-1]
+    columns = _product(vector_inst.decision) * (_panel_width(sketch, vector_pos) or 1)
+    return 4 * columns * _product([_product(inst.decision) for _, inst in reduce])
+
+
+def _panel_width(sketch: Trace, pos: int) -> int | None:
+    """The panel width when the tile sample at ``pos`` counts panels (``_counts_panels``)."""
+    if not _counts_panels(sketch, pos):
+        return None
+    return int(sketch.instructions[pos - 1].kwargs["factors"][1])
+
+
+def _streamed(sketch: Trace) -> bool:
+    """Whether some tiled block's weight-like operand exceeds ``STREAMED_BYTES``."""
+    tiles = [(pos, inst) for pos, inst in enumerate(sketch.instructions) if inst.kind == "sample_perfect_tile"]
+    return _run_streamed_bytes(sketch, tiles) > STREAMED_BYTES
 
 
 def _register_tile_loops(register_tile: dict[int, int], vector_pos: int | None, packed: bool) -> int:
@@ -200,8 +244,11 @@ def _register_tile(
             for pos, inst in spatial[:-1]
         ]
         for row_pos, rows in candidates:
-            # most accumulators, then wider vectors, then the longer row loop
-            key = (rows * vectors, vector, extents[row_pos] if row_pos is not None else 0)
+            # most accumulators, then more rows (each vector of the weight panel loaded serves
+            # them all: a 10 x 2-vector tile of a 50-row dense ran 143 GFLOP/s against 108 for
+            # 5 x 4 on an AVX-512 Xeon, its panels streaming from L2), then wider vectors, then
+            # the longer row loop
+            key = (rows * vectors, rows, vector, extents[row_pos] if row_pos is not None else 0)
             if best is None or key > best[0]:
                 tile = {vector_pos: vector}
                 if row_pos is not None:
@@ -226,20 +273,22 @@ def _preference(sketch: Trace) -> tuple[bool, ...]:
     then padding where the tiling rule padded an awkward extent (its unpadded sketches tile
     it badly: 29 scalar columns for 50257), then the epilogue fused into the tile, at the
     register tile (reductions whole) rather than per cache tile (the tile is stored once,
-    finished, instead of stored and read back); a register tile that leaves a partial last
-    tile (its size is the tuner's to find) last."""
+    finished, instead of stored and read back) -- except for a streamed operand
+    (``STREAMED_BYTES``), whose reduction is sliced; a register tile that leaves a partial
+    last tile (its size is the tuner's to find) last."""
     kinds = {inst.kind for inst in sketch.instructions}
     structures = [
         str(inst.kwargs.get("ann_val"))
         for inst in sketch.instructions
         if inst.kind == "annotate" and inst.kwargs.get("ann_key") == TILED
     ]
+    at_registers = EPILOGUE_AT_REGISTERS_STRUCTURE in structures
     return (
         "compute_inline" in kinds,
         "transform_layout" not in kinds,
         "pad_einsum" not in kinds,
         "reverse_compute_at" not in kinds,
-        EPILOGUE_AT_REGISTERS_STRUCTURE not in structures,
+        at_registers if _streamed(sketch) else not at_registers,
         any(structure.endswith(TAIL_SUFFIX) for structure in structures),
     )
 
