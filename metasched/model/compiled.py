@@ -33,6 +33,16 @@ __all__ = ["CompiledModel", "compile", "load"]
 
 ALIGN = 64
 FORMAT_VERSION = 1
+#: A kernel of fewer arithmetic operations (``count_flops``: copies count one) runs on one
+#: thread: its parallel loops become serial. Such a kernel takes microseconds to a few tens of
+#: them on one core: about what starting a parallel region costs when libgomp's threads sleep
+#: (15-20 us, ``metasched.measure.executors``), and far less than it can cost on cores other
+#: processes use too: with libgomp's default spin-waiting (GOMP_SPINCOUNT), the region's start
+#: and end then wait a scheduler time slice for the other thread. On a 2-core AVX-512 Xeon that
+#: two other processes loaded, a wav2vec2 encoder's 49-token transformer ran transposes, layer
+#: norms and softmaxes of 3 to 70 us on one thread in 8 to 48 ms each on two (onnxruntime:
+#: 0.2 ms; OMP_WAIT_POLICY=passive: 0.1 ms).
+SERIAL_FLOPS = 1 << 20
 
 
 @dataclass
@@ -76,7 +86,7 @@ def compile(  # noqa: A001 - the public name the design gives it
     the schedule of every task it has a record for. ``symbolic`` (with an ONNX path or proto;
     a Graph carries its own from ``from_onnx``) keeps the named ``dim_param``s symbolic: one
     build runs every size, scheduled for the representative sizes given (``{"N": 8}``).
-    ``layout``: ``"auto"`` runs 2-D convolutions and pooling channels-last on CPU targets
+    ``layout``: ``"auto"`` runs 1-D and 2-D convolutions and pooling channels-last on CPU targets
     (``metasched.model.layout``), ``"NCHW"`` keeps the ONNX layout. ``winograd``: run the
     channels-last 3x3 convolutions that fit as Winograd F(2x2, 3x3); by default when a
     ``database`` is given (``extract_tasks`` gives the tuner those tasks): tuned, they beat the
@@ -143,6 +153,8 @@ def compile(  # noqa: A001 - the public name the design gives it
             func, source = schedule_symbolic(task["func"], task["representative"], graph.symbolic, target, db, schedule)
         else:
             func, source = _schedule(task["func"], target, db, schedule)
+        if task["flops"] < SERIAL_FLOPS:
+            func = serial_loops(func)
         scheduled[task["name"]] = with_shape_params(replace(func, name=task["name"]))
         report.tasks.append(
             {"name": task["name"], "weight": task["weight"], "flops": task["flops"], "schedule": source, "key": key}
@@ -208,6 +220,20 @@ def with_shape_params(func: Any) -> Any:
     present = {p.name for p in func.params if not hasattr(p, "shape")}
     extra = tuple(found[name] for name in sorted(found) if name not in present)
     return replace(func, params=(*func.params, *extra)) if extra else func
+
+
+def serial_loops(func: Any) -> Any:
+    """``func`` with its parallel loops serial (the same object when it has none)."""
+    from tir.ir.functor import IRMutator
+    from tir.ir.stmt import For, ForKind
+
+    class _Serial(IRMutator):
+        def visit_For(self, loop: For) -> For:
+            loop = self.generic_visit(loop)  # type: ignore[assignment]
+            return loop.replace(kind=ForKind.SERIAL) if loop.kind is ForKind.PARALLEL else loop
+
+    body = _Serial().visit(func.body)
+    return func if body is func.body else replace(func, body=body)
 
 
 def _open_database(database: Any) -> Any:

@@ -1,20 +1,33 @@
-"""Channels-last layout for CPU targets: 2-D convolutions and pooling run NHWC.
+"""Channels-last layout for CPU targets: 1-D and 2-D convolutions and pooling run NWC / NHWC.
 
-ONNX images are NCHW. A convolution tiled for a CPU vectorizes its innermost output axis; in
-NCHW that is the image width (7 or 14 in a ResNet's last stages: no vector fits), in NHWC it
-is the output channels (64 to 2048: always whole vectors), and the weights' output channels
-are contiguous too. So ``channels_last(graph)`` rewrites every 2-D ``Conv`` to NHWC (its
-weights transposed once, here, at compile time), carries the channels-last values through the
-operators that do not care about the layout (pooling, elementwise and broadcast operators,
-channel Concat, Identity) and transposes back to NCHW only where something needs NCHW: an
+ONNX images are NCHW (and audio NCW). A convolution tiled for a CPU vectorizes its innermost
+output axis; in NCHW that is the image width (7 or 14 in a ResNet's last stages: no vector
+fits), in NHWC it is the output channels (64 to 2048: always whole vectors), and the weights'
+output channels are contiguous too. A 1-D convolution is the same story told louder: in NCW its
+innermost axis is an audio frame count such as 1599 (3 * 13 * 41: no vector divides it), read
+with the convolution's stride (2 or 5 in a wav2vec2 feature extractor), where NWC reads 512
+contiguous channels. So ``channels_last(graph)`` rewrites every 1-D and 2-D ``Conv`` to
+channels-last (its weights transposed once, here, at compile time), carries the channels-last
+values through the operators that do not care about the layout (pooling, InstanceNormalization,
+elementwise and broadcast operators, channel Concat, a Slice of constant axes, Identity, a
+Reshape to the same shape) and transposes back to NCHW only where something needs NCHW: an
 operator outside that set (a Flatten, a Reshape, a Softmax), or a graph output.
 
     NCHW:  x -> Conv -> Relu -> MaxPool -> Conv -> Add(., skip) -> Flatten
     NHWC:  x -> T -> Conv' -> Relu -> MaxPool' -> Conv' -> Add(., skip') -> T^-1 -> Flatten
 
-``T`` is a Transpose node (perm 0,2,3,1), fused like any injective operator; primed operators
-carry the attribute ``LAYOUT_ATTR = "NHWC"`` their lowerings read. Values keep their names
-where they are materialized in NCHW; a channels-last twin is named ``<value>.nhwc``.
+``T`` is a Transpose node (perm 0,2,3,1; 0,2,1 for NCW), fused like any injective operator;
+primed operators carry the attribute ``LAYOUT_ATTR = "NHWC"`` their lowerings read (for any
+number of spatial axes: "channels last"). Values keep their names where they are materialized
+channels-first; a channels-last twin is named ``<value>.nhwc`` (``<value>.nwc`` for 1-D).
+
+Transposes the model makes itself meet the twins instead of the values: a speech encoder's
+``Conv1d -> Gelu -> Transpose(0, 2, 1)`` (NCW -> NWC, to feed the transformer) loses its
+Transpose: the readers read the twin, which is that (and what they add to it fuses into the
+convolution's epilogue); a Transpose of a twin by another permutation reads the twin with the
+composed permutation; and a ``Transpose(0, 2, 1)`` into a convolution (a positional
+convolution over a transformer's (N, T, C) activations) is not run either: the convolution
+reads its input, already channels-last.
 
 A 3x3 convolution with stride 1, padding 1, one group and an even output size becomes a
 ``WinogradConv`` node instead (Winograd F(2x2, 3x3), ``metasched.model.ops.conv``): its weights
@@ -35,19 +48,35 @@ from metasched.model.graph import Graph, Node, TensorInfo
 from metasched.model.ops import OPS
 from metasched.model.ops.conv import LAYOUT_ATTR
 
-__all__ = ["TO_FIRST", "TO_LAST", "channels_last"]
+__all__ = ["TO_FIRST", "TO_LAST", "channels_last", "to_first_perm", "to_last_perm"]
 
 TO_LAST = [0, 2, 3, 1]  # NCHW -> NHWC
 TO_FIRST = [0, 3, 1, 2]  # NHWC -> NCHW
 
+#: Ranks the pass moves: (N, C, W) and (N, C, H, W) -- 1-D and 2-D convolutions.
+_RANKS = (3, 4)
 #: Operators whose lowering reads ``LAYOUT_ATTR`` (the channel axis moves).
-_LAYOUT_AWARE = {"Conv", "MaxPool", "AveragePool", "GlobalAveragePool", "GlobalMaxPool"}
+_LAYOUT_AWARE = {"Conv", "MaxPool", "AveragePool", "GlobalAveragePool", "GlobalMaxPool", "InstanceNormalization"}
 #: Elementwise and broadcasting operators: the same in any layout once every operand is permuted.
 _ELEMENTWISE_EXTRA = {
     "Add", "Sub", "Mul", "Div", "Pow", "Equal", "Less", "LessOrEqual", "Greater", "GreaterOrEqual",
     "And", "Or", "Xor", "PRelu", "Sum", "Max", "Min", "Mean", "Where", "Clip", "Cast", "Not", "IsNaN",
     "Identity", "Dropout",
 }  # fmt: skip
+
+
+def to_last_perm(rank: int) -> list[int]:
+    """The Transpose permutation channels-first -> channels-last: (0, 2, ..., rank - 1, 1)."""
+    return [0, *range(2, rank), 1]
+
+
+def to_first_perm(rank: int) -> list[int]:
+    """The inverse of ``to_last_perm``: (0, rank - 1, 1, ..., rank - 2)."""
+    return [0, rank - 1, *range(1, rank - 1)]
+
+
+def _suffix(rank: int) -> str:
+    return ".nwc" if rank == 3 else ".nhwc"
 
 
 def _elementwise() -> set[str]:
@@ -67,47 +96,64 @@ class _Rewriter:
         self.nodes: list[Node] = []
         self.infos = dict(graph.infos)
         self.constants = dict(graph.constants)
-        self.twin: dict[str, str] = {}  # NCHW value -> its channels-last twin
+        self.twin: dict[str, str] = {}  # channels-first value -> its channels-last twin
         self.materialized: set[str] = set(graph.inputs) | set(graph.constants)
         self.elementwise = _elementwise()
+        self.users = graph.consumers()
+        self.alias: dict[str, str] = {}  # a Transpose's output -> the twin it equals
 
     # ------------------------------------------------------------ values
 
-    def rank4(self, name: str) -> bool:
+    def rank(self, name: str) -> int | None:
         info = self.infos.get(name)
-        return info is not None and len(info.shape) == 4
+        return None if info is None else len(info.shape)
+
+    def movable(self, name: str) -> bool:
+        """Whether ``name`` is a value of a rank the pass moves (N, C, spatial...)."""
+        return self.rank(name) in _RANKS
 
     def new_twin(self, name: str) -> str:
-        """Name (and describe) the channels-last twin of the NCHW value ``name``."""
-        twin = f"{name}.nhwc"
+        """Name (and describe) the channels-last twin of the channels-first value ``name``."""
         info = self.infos[name]
-        self.infos[twin] = TensorInfo(_permute(info.shape, TO_LAST), info.dtype)
+        rank = len(info.shape)
+        twin = f"{name}{_suffix(rank)}"
+        self.infos[twin] = TensorInfo(_permute(info.shape, to_last_perm(rank)), info.dtype)
         self.twin[name] = twin
         return twin
 
     def to_last(self, name: str) -> str:
-        """The channels-last twin of ``name``, transposing the NCHW value when there is none."""
+        """The channels-last twin of ``name``, transposing the channels-first value when there is none."""
         if name not in self.twin:
+            shape = self.infos[name].shape
             twin = self.new_twin(name)
-            self.nodes.append(Node("Transpose", f"{name}.to_nhwc", [name], [twin], {"perm": TO_LAST}))
+            # one channel (a waveform, a grey image): the same bytes, a view
+            if shape[1] == 1 and all(isinstance(d, int) for d in shape):
+                target = np.array(self.infos[twin].shape, np.int64)
+                self.constants[f"{twin}.shape"] = target
+                self.infos[f"{twin}.shape"] = TensorInfo(target.shape, "int64")
+                self.nodes.append(Node("Reshape", f"{name}.to_last", [name, f"{twin}.shape"], [twin]))
+            else:
+                perm = to_last_perm(len(shape))
+                self.nodes.append(Node("Transpose", f"{name}.to_last", [name], [twin], {"perm": perm}))
         return self.twin[name]
 
     def to_first(self, name: str) -> None:
-        """Make the NCHW ``name`` exist (a transpose of its twin) before a node that reads it."""
+        """Make the channels-first ``name`` exist (a transpose of its twin) before a node that reads it."""
         if name in self.materialized or name not in self.twin:
             return
-        self.nodes.append(Node("Transpose", f"{name}.to_nchw", [self.twin[name]], [name], {"perm": TO_FIRST}))
+        perm = to_first_perm(len(self.infos[name].shape))
+        self.nodes.append(Node("Transpose", f"{name}.to_first", [self.twin[name]], [name], {"perm": perm}))
         self.materialized.add(name)
 
-    def last_constant(self, name: str) -> str:
-        """A constant operand of a broadcast, permuted like the rank-4 values it meets."""
+    def last_constant(self, name: str, rank: int) -> str:
+        """A constant operand of a broadcast, permuted like the rank-``rank`` values it meets."""
         value = self.constants[name]
         if value.size == 1:  # a scalar broadcasts the same way in any layout
             return name
-        twin = f"{name}.nhwc"
+        twin = f"{name}{_suffix(rank)}"
         if twin not in self.constants:
-            full = value.reshape((1,) * (4 - value.ndim) + value.shape)
-            self.constants[twin] = np.ascontiguousarray(full.transpose(TO_LAST))
+            full = value.reshape((1,) * (rank - value.ndim) + value.shape)
+            self.constants[twin] = np.ascontiguousarray(full.transpose(to_last_perm(rank)))
             self.infos[twin] = TensorInfo(self.constants[twin].shape, str(value.dtype))
         return twin
 
@@ -115,25 +161,59 @@ class _Rewriter:
 
     def convertible(self, node: Node) -> bool:
         outputs = [o for o in node.outputs if o]
-        if not outputs or not all(self.rank4(o) for o in outputs):
+        if not outputs or not all(self.movable(o) for o in outputs):
             return False
+        rank = self.rank(outputs[0])
         data = [n for n in node.inputs if n and n not in self.constants]
         if node.op_type == "Conv":
             # constant weights: transposed here once; the stem convolution takes the image
             # through one transpose (cheap: 3 channels), every later one finds a twin
-            return len(node.inputs) > 1 and node.inputs[1] in self.constants and self.rank4(node.inputs[0])
+            return (
+                len(node.inputs) > 1
+                and node.inputs[1] in self.constants
+                and self.rank(node.inputs[0]) == rank
+                and self.constants[node.inputs[1]].ndim == rank
+            )
         if not data or not any(n in self.twin for n in data):
             return False  # nothing channels-last to carry
+        if node.op_type == "InstanceNormalization":
+            # scale and bias are per channel, (C,): the same in either layout
+            return len(outputs) == 1 and data[0] == node.inputs[0] and data[0] in self.twin
         if node.op_type in _LAYOUT_AWARE:
             return len(outputs) == 1
         if node.op_type == "Concat":
-            return int(node.attrs.get("axis", 0)) in (1, -3) and all(n in self.twin for n in data)
+            axis = int(node.attrs.get("axis", 0))
+            return axis % rank == 1 and all(n in self.twin and self.rank(n) == rank for n in data)  # type: ignore[operator]
+        if node.op_type == "Slice":
+            return self.slice_axes(node) is not None
+        if node.op_type == "Reshape":
+            # a Reshape to the shape it has (the dynamo exporter writes some): an Identity
+            source = self.infos.get(node.inputs[0])
+            shape = self.infos[outputs[0]].shape
+            fixed = source is not None and all(isinstance(d, int) for d in (*source.shape, *shape))
+            return fixed and tuple(source.shape) == tuple(shape)  # type: ignore[union-attr]
         if node.op_type in self.elementwise:
             if OPS[node.op_type].value_inputs:
                 return False
-            constants_fit = all(self.constants[n].ndim <= 4 for n in node.inputs if n in self.constants)
-            return constants_fit and all(self.rank4(n) for n in data)
+            constants_fit = all(self.constants[n].ndim <= rank for n in node.inputs if n in self.constants)  # type: ignore[operator]
+            return constants_fit and all(self.rank(n) == rank for n in data)
         return False
+
+    def slice_axes(self, node: Node) -> list[int] | None:
+        """A Slice's axes (normalized), when its starts, ends, axes and steps are constants."""
+        if self.graph.opset < 10 or node.inputs[0] not in self.twin or len(node.inputs) < 3:
+            return None
+        if not all(name in self.constants for name in node.inputs[1:] if name):
+            return None
+        rank = len(self.infos[node.inputs[0]].shape)
+        count = self.constants[node.inputs[1]].size
+        if len(node.inputs) > 3 and node.inputs[3]:
+            axes = [int(a) for a in self.constants[node.inputs[3]].reshape(-1)]
+        else:
+            axes = list(range(count))
+        if any(not -rank <= a < rank for a in axes):
+            return None
+        return [a % rank for a in axes]
 
     def fits_winograd(self, node: Node) -> bool:
         """Whether a channels-last Conv runs as Winograd F(2x2, 3x3) (``WinogradConv``): 3x3,
@@ -166,34 +246,55 @@ class _Rewriter:
         inputs = [self.to_last(node.inputs[0]), transformed, "winograd.Bt", "winograd.At", *node.inputs[2:3]]
         self.nodes.append(Node("WinogradConv", node.name, inputs, [self.new_twin(node.outputs[0])], {}))
 
+    def last_weight(self, weight: str) -> str:
+        """Conv weights (M, C / group, k...) transposed once to (k..., C / group, M): the
+        output channels contiguous."""
+        w = self.constants[weight]
+        twin = f"{weight}{_suffix(w.ndim)}"
+        if twin not in self.constants:
+            self.constants[twin] = np.ascontiguousarray(w.transpose(*range(2, w.ndim), 1, 0))
+            self.infos[twin] = TensorInfo(self.constants[twin].shape, str(w.dtype))
+        return twin
+
     def convert(self, node: Node) -> None:
         attrs = dict(node.attrs)
         inputs = list(node.inputs)
+        rank = self.rank(next(o for o in node.outputs if o))
+        assert rank is not None
         if node.op_type == "Conv" and self.use_winograd and self.fits_winograd(node):
             self.convert_winograd(node)
             return
+        if node.op_type == "Reshape":
+            self.nodes.append(Node("Identity", node.name, [self.twin[inputs[0]]], [self.new_twin(node.outputs[0])]))
+            return
         if node.op_type == "Conv":
             inputs[0] = self.to_last(inputs[0])
-            weight = inputs[1]
-            twin = f"{weight}.nhwc"
-            if twin not in self.constants:
-                # (M, C / group, kh, kw) -> (kh, kw, C / group, M): output channels contiguous
-                w = self.constants[weight]
-                self.constants[twin] = np.ascontiguousarray(w.transpose(2, 3, 1, 0))
-                self.infos[twin] = TensorInfo(self.constants[twin].shape, str(w.dtype))
-            inputs[1] = twin
             if "kernel_shape" not in attrs:
-                attrs["kernel_shape"] = list(self.constants[weight].shape[2:])
+                attrs["kernel_shape"] = list(self.constants[inputs[1]].shape[2:])
+            inputs[1] = self.last_weight(inputs[1])
+        elif node.op_type == "InstanceNormalization":
+            inputs[0] = self.to_last(inputs[0])
+        elif node.op_type == "Slice":
+            axes = self.slice_axes(node)
+            assert axes is not None
+            moved = np.array([to_last_perm(rank).index(a) for a in axes], np.int64)
+            name = f"{node.name}.axes{_suffix(rank)}"
+            self.constants[name] = moved
+            self.infos[name] = TensorInfo(moved.shape, "int64")
+            inputs[0] = self.twin[inputs[0]]
+            while len(inputs) < 4:
+                inputs.append("")
+            inputs[3] = name
         else:
             for k, name in enumerate(inputs):
                 if not name:
                     continue
                 if name in self.constants:
-                    inputs[k] = self.last_constant(name)
+                    inputs[k] = self.last_constant(name, rank)
                 else:
                     inputs[k] = self.to_last(name)
             if node.op_type == "Concat":
-                attrs["axis"] = 3
+                attrs["axis"] = rank - 1
         if node.op_type in _LAYOUT_AWARE:
             attrs[LAYOUT_ATTR] = "NHWC"
         outputs = []
@@ -204,8 +305,48 @@ class _Rewriter:
             outputs.append(self.new_twin(name))
         self.nodes.append(replace(node, inputs=inputs, outputs=outputs, attrs=attrs))
 
+    def transpose(self, node: Node) -> bool:
+        """Rewrite a Transpose of the model's own that meets a twin; False to leave it as is.
+
+        A Transpose of a value that has a twin reads the twin instead, with the composed
+        permutation; with none at all for ``to_last_perm`` (the NCW -> NWC transpose a speech
+        encoder feeds its transformer with), the Transpose's readers read the twin. A ``to_first_perm`` Transpose
+        into a convolution is not run: its input is the convolution input's twin."""
+        source, target = node.inputs[0], node.outputs[0]
+        rank = self.rank(source)
+        perm = [int(p) for p in node.attrs.get("perm", [])]
+        if rank is None or sorted(perm) != list(range(rank)):
+            return False
+        if source in self.twin:
+            # output = first(twin).transpose(perm) = twin.transpose(to_first[perm])
+            composed = [to_first_perm(rank)[p] for p in perm]
+            if composed == list(range(rank)):
+                # no node at all: the readers read the twin (an epilogue still fuses into
+                # its producer); a graph output gets an Identity at the end
+                self.alias[target] = self.twin[source]
+                return True
+            if source in self.materialized:
+                return False
+            else:
+                self.nodes.append(replace(node, inputs=[self.twin[source]], attrs={**node.attrs, "perm": composed}))
+            self.materialized.add(target)
+            return True
+        if rank in _RANKS and perm == to_first_perm(rank) and target not in self.graph.outputs:
+            into_conv = any(
+                user.op_type == "Conv" and user.inputs[0] == target and self.convertible(user)
+                for user in self.users.get(target, [])
+            )
+            if into_conv:
+                self.twin[target] = source  # made channels-first only if someone asks (to_first)
+                return True
+        return False
+
     def run(self) -> Graph:
         for node in self.graph.nodes:
+            if any(name in self.alias for name in node.inputs):
+                node = replace(node, inputs=[self.alias.get(name, name) for name in node.inputs])
+            if node.op_type == "Transpose" and self.transpose(node):
+                continue
             if self.convertible(node):
                 self.convert(node)
                 continue
@@ -215,6 +356,8 @@ class _Rewriter:
             self.nodes.append(node)
             self.materialized.update(o for o in node.outputs if o)
         for name in self.graph.outputs:
+            if name in self.alias:
+                self.nodes.append(Node("Identity", f"{name}.alias", [self.alias[name]], [name]))
             self.to_first(name)
         used = {n for node in self.nodes for n in node.inputs}
         constants = {k: v for k, v in self.constants.items() if k in used or k in self.graph.outputs}
@@ -246,8 +389,8 @@ def winograd_weights(weight: np.ndarray) -> np.ndarray:
 
 
 def channels_last(graph: Graph, winograd: bool = False) -> Graph:
-    """``graph`` with its 2-D convolutions (and what follows them) channels-last; a new Graph,
-    ``graph`` is not changed. A graph without a 2-D convolution comes back equal. With
+    """``graph`` with its 1-D and 2-D convolutions (and what follows them) channels-last; a new
+    Graph, ``graph`` is not changed. A graph without a convolution comes back equal. With
     ``winograd``, the 3x3 convolutions that fit become ``WinogradConv`` (module docstring)."""
     if not any(node.op_type == "Conv" for node in graph.nodes):
         return graph

@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from metasched.model.ops import OpContext, normalize_axis, register, select
+from metasched.model.ops.conv import channels_last
 from metasched.model.ops.elementwise import call
 from metasched.model.ops.reduction import lower_reduce
 from metasched.model.te import Tensor, lazy
@@ -135,9 +136,12 @@ def _layer_norm(ctx: OpContext, inputs: list[Any]) -> list[Tensor]:
 
 @register("InstanceNormalization", kind="complex")
 def _instance_norm(ctx: OpContext, inputs: list[Any]) -> list[Tensor]:
+    """Normalized over the spatial axes, per sample and channel; channels-last (N, spatial...,
+    C) when the layout pass marked the node (``metasched.model.ops.conv.LAYOUT_ATTR``)."""
     x, scale, bias = inputs[:3]
-    axes = list(range(2, x.ndim))
-    return [_normalize(ctx, x, axes, float(ctx.attr("epsilon", 1e-5)), scale, bias, lambda i: (i[1],))]
+    channel = x.ndim - 1 if channels_last(ctx) else 1
+    axes = [d for d in range(1, x.ndim) if d != channel]
+    return [_normalize(ctx, x, axes, float(ctx.attr("epsilon", 1e-5)), scale, bias, lambda i: (i[channel],))]
 
 
 @register("LRN", kind="complex")
