@@ -634,3 +634,32 @@ def test_unroll_stops_at_loops_around_other_blocks() -> None:
     for name in ("C", "B"):
         outer, inner = (sch.get_loop_node(loop) for loop in sch.get_loops(sch.get_block(name)))
         assert outer.kind is ForKind.SERIAL and inner.kind is ForKind.UNROLLED, sch.func.script()
+
+
+@T.script
+def softmax_like_rows(A: T.Buffer((3, 50), "float32"), B: T.Buffer((3, 50), "float32")):
+    for i, j in T.grid(3, 50):
+        with T.block("B"):
+            vi, vj = T.remap("SS", i, j)
+            B[vi, vj] = T.exp(A[vi, vj]) * 0.5
+
+
+def test_a_row_no_power_of_two_divides_is_vectorized_with_a_partial_last_vector() -> None:
+    """50 columns (ViT-B/32's tokens): vectors of 16, the last one partial, instead of scalar
+    code; lowering takes the guard out of the full vectors and the result is exact."""
+    from metasched.space.analysis import VECTORIZE
+    from metasched.space.postproc.rewrite_parallel_vectorize_unroll import TAIL_WIDTH, RewriteParallelVectorizeUnroll
+
+    sch = Schedule(softmax_like_rows)
+    sch.annotate(sch.get_block("root"), VECTORIZE, 32)
+    RewriteParallelVectorizeUnroll().apply(sch)
+    loops = [sch.get_loop_node(loop) for loop in sch.get_loops(sch.get_block("B"))]
+    assert loops[-1].kind is ForKind.VECTORIZED and loops[-1].extent.value == TAIL_WIDTH, sch.func.script()
+    assert verify(sch.func) == []
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal((3, 50)).astype(np.float32)
+    b = np.zeros((3, 50), np.float32)
+    tir.build(sch.func, "llvm")(a, b)
+    np.testing.assert_allclose(b, np.exp(a) * 0.5, rtol=2e-6)
+    ir = tir.build(sch.func, "llvm").get_source("ll")
+    assert "<16 x float>" in ir

@@ -7,7 +7,8 @@ Reads (and removes) the root annotations ``meta_schedule.parallel`` (max paralle
 - vectorize: the innermost loop, when it holds only the block, drives only spatial iterators,
   steps through the written buffers contiguously (no scatter stores) and its extent is a
   power of two up to the maximum (a longer loop is split by the largest
-  power of two up to the maximum that divides it, and the inner part vectorized);
+  power of two up to the maximum that divides it, at least 8, and the inner part vectorized;
+  one that none divides, by ``TAIL_WIDTH`` with a partial last vector);
 - parallel: per loop nest under the root, the outer loops driving only spatial iterators of
   every block inside are fused while the product stays within the maximum, and the fused loop
   made ``parallel`` (fewer loops when a primitive refuses);
@@ -121,6 +122,10 @@ def _writes_contiguously(loop: For, realize: BlockRealize) -> bool:
     return True
 
 
+#: The vector of an innermost loop that no power of two of 8 or more divides (a partial last
+#: vector; 16 float32 lanes: one AVX-512 register, two AVX2 ones).
+TAIL_WIDTH = 16
+
 #: The most a copy block (packing, padding, a cache stage's write-back) is unrolled at any
 #: depth: copies unrolled 64 deep were as fast as at 16 and took twice as long to build (a
 #: packed conv candidate 250-300 ms -> 500-840 ms, the packing copy and write-back unrolled).
@@ -171,10 +176,15 @@ class RewriteParallelVectorizeUnroll(Postproc):
                     _attempt(sch, lambda s, name=name: s.vectorize(s.get_loops(s.get_block(name))[-1]))
                 continue
             width = max_extent
-            while width >= 4 and extent % width:
+            while width >= 8 and extent % width:
                 width //= 2
-            if width < 4:
-                continue
+            if width < 8:
+                if extent < TAIL_WIDTH * 2:
+                    continue
+                # No power of two of 8 or more divides it (a softmax over 50 or 750 tokens):
+                # vectors of TAIL_WIDTH and a partial last one, whose guard lowering takes out
+                # of the full ones (partition_tails); the tail runs scalar.
+                width = TAIL_WIDTH
 
             def split_and_vectorize(s: Schedule, name: str = name, width: int = width) -> None:
                 _, inner = s.split(s.get_loops(s.get_block(name))[-1], [None, width])
