@@ -663,3 +663,47 @@ def test_a_row_no_power_of_two_divides_is_vectorized_with_a_partial_last_vector(
     np.testing.assert_allclose(b, np.exp(a) * 0.5, rtol=2e-6)
     ir = tir.build(sch.func, "llvm").get_source("ll")
     assert "<16 x float>" in ir
+
+
+@T.script
+def exp_read_twice(A: T.Buffer((4, 64), "float32"), B: T.Buffer((4, 64), "float32")):
+    E = T.alloc_buffer((4, 64), "float32")
+    S = T.alloc_buffer((4,), "float32")
+    for i, j in T.grid(4, 64):
+        with T.block("E"):
+            vi, vj = T.remap("SS", i, j)
+            E[vi, vj] = T.exp(A[vi, vj])
+    for i, j in T.grid(4, 64):
+        with T.block("S"):
+            vi, vj = T.remap("SR", i, j)
+            with T.init():
+                S[vi] = 0.0
+            S[vi] = S[vi] + E[vi, vj]
+    for i, j in T.grid(4, 64):
+        with T.block("B"):
+            vi, vj = T.remap("SS", i, j)
+            B[vi, vj] = E[vi, vj] / S[vi]
+
+
+def test_auto_inline_keeps_a_transcendental_stage_that_several_blocks_read() -> None:
+    """A softmax's exponentials: inlined, the sum and the quotient would each compute them."""
+    sch = Schedule(exp_read_twice)
+    (kept,) = AutoInline().apply(sch, sch.get_block("E"))
+    assert "E" in kept.index.blocks
+    # one reader: inlined as before
+    one_reader = Schedule(elementwise_exp_then_scale)
+    (inlined,) = AutoInline().apply(one_reader, one_reader.get_block("E"))
+    assert "E" not in inlined.index.blocks
+
+
+@T.script
+def elementwise_exp_then_scale(A: T.Buffer((4, 64), "float32"), B: T.Buffer((4, 64), "float32")):
+    E = T.alloc_buffer((4, 64), "float32")
+    for i, j in T.grid(4, 64):
+        with T.block("E"):
+            vi, vj = T.remap("SS", i, j)
+            E[vi, vj] = T.exp(A[vi, vj])
+    for i, j in T.grid(4, 64):
+        with T.block("B"):
+            vi, vj = T.remap("SS", i, j)
+            B[vi, vj] = E[vi, vj] * 2.0

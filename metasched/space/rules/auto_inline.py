@@ -2,7 +2,9 @@
 
 - An injective producer (elementwise, broadcast, padding, layout change) whose result stays
   inside the program is inlined into its consumers (``compute_inline``): its expression is
-  recomputed where it is read, and its buffer disappears. A producer with a condition in its
+  recomputed where it is read, and its buffer disappears -- unless it calls a transcendental
+  function (exp, tanh, erf, ...) and several blocks read it: a softmax's exponentials, read by
+  its sum and its quotient, stay computed once, in vectors. A producer with a condition in its
   body (padding) is a choice: inlined, or kept as a stage of its own for random-compute-location
   to place.
 - An injective block writing an output, whose only producer is itself injective, is folded into
@@ -14,12 +16,42 @@ A primitive that refuses leaves the schedule as it was. Example, an elementwise 
 
 from __future__ import annotations
 
+from typing import Any
+
 from metasched.space.analysis import block_info, is_output
 from metasched.space.rules import SketchRule, try_on_copy
+from tir.ir import Call
+from tir.ir.functor import post_order_visit
+from tir.ir.ops import FLOAT_UNARY
 from tir.schedule import Schedule
 from tir.schedule.handles import BlockRV
 
 __all__ = ["AutoInline"]
+
+
+def _transcendental(block: Any) -> bool:
+    """Whether the block's value calls a math function other than the cheap ones."""
+    found = False
+
+    def visit(node: Any) -> None:
+        nonlocal found
+        if isinstance(node, Call) and node.op in FLOAT_UNARY and node.op not in _CHEAP:
+            found = True
+
+    post_order_visit(block.body, visit)
+    return found
+
+
+def _reader_count(sch: Schedule, buffer: Any) -> int:
+    return sum(
+        1
+        for name, realize in sch.index.blocks.items()
+        if name != "root" and any(region.buffer is buffer for region in realize.block.reads)
+    )
+
+
+#: Math calls as cheap as an arithmetic operation (one instruction or close).
+_CHEAP = frozenset({"fabs", "abs", "floor", "ceil", "trunc", "round", "sqrt", "nearbyint"})
 
 
 class AutoInline(SketchRule):
@@ -31,6 +63,8 @@ class AutoInline(SketchRule):
             return [sch]
         buffer = info.block.writes[0].buffer
         if not is_output(sch.func, buffer):
+            if _transcendental(info.block) and _reader_count(sch, buffer) > 1:
+                return [sch]  # inlined, each reader would compute its exp / tanh / erf again
             inlined = try_on_copy(sch, lambda s: s.compute_inline(block))
             if inlined is None:
                 return [sch]
