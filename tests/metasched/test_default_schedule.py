@@ -149,3 +149,33 @@ def test_default_schedule_of_awkward_extents_pads_packs_and_computes_the_product
     interpreted = np.zeros((17, 150), np.float32)
     interpret(candidate.func, x, w, interpreted)
     np.testing.assert_allclose(interpreted, x @ w, rtol=1e-4, atol=1e-4)
+
+
+@T.script
+def row_sums(A: T.Buffer((6, 750), "float32"), S: T.Buffer((6,), "float32")):
+    for i, k in T.grid(6, 750):
+        with T.block("S"):
+            vi, vk = T.remap("SR", i, k)
+            with T.init():
+                S[vi] = 0.0
+            S[vi] = S[vi] + A[vi, vk]
+
+
+def test_row_reduction_runs_in_vector_lanes() -> None:
+    # A softmax's 750-wide rows: lane partials (rfactor of a split by the vector width, the
+    # last vector partial), vectorized, then a reduction of the partials.
+    candidate = default_candidate(row_sums, TARGET)
+    assert candidate is not None
+    assert "rfactor" in {inst.kind for inst in candidate.trace.instructions}
+    text = candidate.func.script()
+    assert f"T.vectorized({LANES})" in text, text
+    from metasched.measure.builder import build_program
+
+    a = np.random.default_rng(0).standard_normal((6, 750)).astype(np.float32)
+    s = np.zeros(6, np.float32)
+    built = build_program(candidate.func, TARGET)
+    built.module(*built.arguments([a, s]))
+    np.testing.assert_allclose(s, a.sum(axis=1), rtol=1e-5, atol=1e-4)
+    interpreted = np.zeros(6, np.float32)
+    interpret(candidate.func, a, interpreted)
+    np.testing.assert_allclose(interpreted, a.sum(axis=1), rtol=1e-5, atol=1e-4)

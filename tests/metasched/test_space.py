@@ -15,8 +15,8 @@ import pytest
 import tir
 import tir.script as T
 from metasched.space import PostprocError, SpaceGenerator, default_postprocs, default_rules
-from metasched.space.analysis import block_info, vars_of
-from metasched.space.rules.add_rfactor import AddRFactor
+from metasched.space.analysis import TILED, block_info, vars_of
+from metasched.space.rules.add_rfactor import LANES_STRUCTURE, AddRFactor
 from metasched.space.rules.auto_inline import AutoInline
 from metasched.space.rules.multi_level_tiling import TAIL_FACTORS, TAIL_SUFFIX, MultiLevelTiling
 from tir.analysis import verify
@@ -342,8 +342,12 @@ def test_auto_inline_folds_elementwise_chain() -> None:
 def test_add_rfactor_branches_on_small_spatial_extent() -> None:
     sch = Schedule(row_sum, seed=0)
     made = AddRFactor(TARGET).apply(sch, sch.get_block("sum"))
-    assert len(made) == 3
+    assert len(made) == 4  # unchanged, rfactor of either split loop, the rows in vector lanes
     assert any(len(s.index.blocks) == 3 for s in made[1:])  # partial sums + final sum
+    lanes = made[-1]
+    assert any(
+        realize.block.annotations.get(TILED) == LANES_STRUCTURE for realize in lanes.index.blocks.values()
+    ), lanes.func.script()
     sch = Schedule(matmul())
     assert len(AddRFactor(TARGET).apply(sch, sch.get_block("C"))) == 1
 
