@@ -57,6 +57,13 @@ class AddRFactor(SketchRule):
         nest = sch.index.loops_above(info.realize)
         if not nest or nest[-1] is not info.loops[var]:
             return None
+        # Data reuse (a matrix product with a transposed operand also walks its reduction
+        # contiguously) is the multi-level tiling's: lanes would lose its register tile.
+        written = {id(region.buffer) for region in info.block.writes}
+        wide = {v for v in info.spatial if info.extents.get(v, 2) > 1}
+        for region in info.block.reads:
+            if id(region.buffer) not in written and wide - vars_of(tuple(r.min for r in region.region)):
+                return None
         walked = False
         for load in loads_of(info.block):
             if any(var in vars_of(index) for index in load.indices[:-1]):
