@@ -15,7 +15,9 @@ from dataclasses import dataclass
 from tir.ir import (
     Block,
     BlockRealize,
+    Buffer,
     BufferLoad,
+    BufferRegion,
     BufferStore,
     Call,
     Cast,
@@ -34,7 +36,18 @@ from tir.schedule import Schedule
 from tir.schedule.handles import BlockRV
 from tir.schedule.tree import child_stmts
 
-__all__ = ["BlockInfo", "block_info", "blocks_post_order", "is_copy", "is_output", "loads_of", "vars_of"]
+__all__ = [
+    "BlockInfo",
+    "block_info",
+    "blocks_post_order",
+    "input_regions",
+    "is_copy",
+    "is_output",
+    "loads_of",
+    "readers_of",
+    "region_vars",
+    "vars_of",
+]
 
 #: Annotation a tiling rule leaves on the blocks it tiled (other rules then leave them alone).
 TILED = "meta_schedule.tiling_structure"
@@ -55,6 +68,26 @@ def vars_of(expr: object) -> set[Var]:
     for item in expr if isinstance(expr, tuple) else (expr,):
         post_order_visit(item, note)  # type: ignore[arg-type]
     return found
+
+
+def region_vars(region: BufferRegion) -> set[Var]:
+    """The variables a buffer region's starts mention (the iterators that move it)."""
+    return vars_of(tuple(r.min for r in region.region))
+
+
+def input_regions(block: Block) -> list[BufferRegion]:
+    """The regions the block reads of buffers it does not write (an update's own output left out)."""
+    written = {id(region.buffer) for region in block.writes}
+    return [region for region in block.reads if id(region.buffer) not in written]
+
+
+def readers_of(sch: Schedule, buffer: Buffer) -> list[str]:
+    """Names of the blocks (the root left out) that read ``buffer``."""
+    return [
+        name
+        for name, realize in sch.index.blocks.items()
+        if name != "root" and any(region.buffer is buffer for region in realize.block.reads)
+    ]
 
 
 def loads_of(block: Block) -> list[BufferLoad]:

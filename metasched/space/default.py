@@ -93,7 +93,8 @@ def default_decisions(sketch: Trace, target: str | Target = "llvm") -> dict[int,
         spatial = [(pos, inst) for pos, inst in run if inst.kwargs.get("n", 2) > 2]
         reduce = [(pos, inst) for pos, inst in run if inst.kwargs.get("n", 2) == 2]
         extents = {pos: _product(inst.decision) for pos, inst in run}
-        if spatial and _counts_panels(sketch, spatial[-1][0]):
+        packed = bool(spatial) and _counts_panels(sketch, spatial[-1][0])
+        if packed:
             # Packed operand: the vector loop was split by the panel width (one vector) first,
             # so its sample counts panels; the register tile is chosen in elements.
             vector_pos = spatial[-1][0]
@@ -139,12 +140,7 @@ def default_decisions(sketch: Trace, target: str | Target = "llvm") -> dict[int,
             limit = min(int(inst.kwargs.get("max_innermost_factor", 64)), REDUCTION_SLICE)
             inner = _divisor_at_most(extent, limit)
             decisions[pos] = [extent // inner, inner]
-        unrolled = max(
-            unrolled,
-            _register_tile_loops(
-                register_tile, vector_last, packed=vector_last is not None and _counts_panels(sketch, vector_last)
-            ),
-        )
+        unrolled = max(unrolled, _register_tile_loops(register_tile, vector_last, packed))
     for pos, inst in enumerate(sketch.instructions):
         if inst.kind == "sample_categorical":
             candidates = list(inst.args[0]) if inst.args else []

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from metasched.space.analysis import TILED, block_info, loads_of, vars_of
+from metasched.space.analysis import TILED, block_info, input_regions, loads_of, region_vars, vars_of
 from metasched.space.rules import SketchRule, try_on_copy
 from tir.schedule import Schedule
 from tir.schedule.handles import BlockRV
@@ -59,11 +59,9 @@ class AddRFactor(SketchRule):
             return None
         # Data reuse (a matrix product with a transposed operand also walks its reduction
         # contiguously) is the multi-level tiling's: lanes would lose its register tile.
-        written = {id(region.buffer) for region in info.block.writes}
         wide = {v for v in info.spatial if info.extents.get(v, 2) > 1}
-        for region in info.block.reads:
-            if id(region.buffer) not in written and wide - vars_of(tuple(r.min for r in region.region)):
-                return None
+        if any(wide - region_vars(region) for region in input_regions(info.block)):
+            return None
         walked = False
         for load in loads_of(info.block):
             if any(var in vars_of(index) for index in load.indices[:-1]):

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from metasched.space.analysis import block_info, is_output
+from metasched.space.analysis import block_info, is_output, readers_of
 from metasched.space.rules import SketchRule, try_on_copy
 from tir.ir import Call
 from tir.ir.functor import post_order_visit
@@ -42,14 +42,6 @@ def _transcendental(block: Any) -> bool:
     return found
 
 
-def _reader_count(sch: Schedule, buffer: Any) -> int:
-    return sum(
-        1
-        for name, realize in sch.index.blocks.items()
-        if name != "root" and any(region.buffer is buffer for region in realize.block.reads)
-    )
-
-
 #: Math calls as cheap as an arithmetic operation (one instruction or close).
 _CHEAP = frozenset({"fabs", "abs", "floor", "ceil", "trunc", "round", "sqrt", "nearbyint"})
 
@@ -63,7 +55,7 @@ class AutoInline(SketchRule):
             return [sch]
         buffer = info.block.writes[0].buffer
         if not is_output(sch.func, buffer):
-            if _transcendental(info.block) and _reader_count(sch, buffer) > 1:
+            if _transcendental(info.block) and len(readers_of(sch, buffer)) > 1:
                 return [sch]  # inlined, each reader would compute its exp / tanh / erf again
             inlined = try_on_copy(sch, lambda s: s.compute_inline(block))
             if inlined is None:

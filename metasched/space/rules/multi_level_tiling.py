@@ -46,7 +46,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from metasched.space.analysis import TILED, BlockInfo, block_info, is_output, loads_of, vars_of
+from metasched.space.analysis import (
+    TILED,
+    BlockInfo,
+    block_info,
+    input_regions,
+    is_output,
+    loads_of,
+    readers_of,
+    region_vars,
+    vars_of,
+)
 from metasched.space.rules import SketchRule, try_on_copy
 from tir.ir import IntImm, Var
 from tir.schedule import Schedule, ScheduleError
@@ -208,7 +218,7 @@ class MultiLevelTiling(SketchRule):
         (``padded_vector_extent``, ``padded_row_extent``); None when none is. Only iterators
         that index every written buffer are padded (else the extra instances would overwrite
         kept outputs)."""
-        written_vars = [vars_of(tuple(r.min for r in region.region)) for region in info.block.writes]
+        written_vars = [region_vars(region) for region in info.block.writes]
         multiples: list[int] = []
         changed = False
         vector_var = info.spatial[-1]
@@ -289,11 +299,9 @@ class MultiLevelTiling(SketchRule):
     @staticmethod
     def batch_vars(info: BlockInfo) -> set[Var]:
         """Spatial iterators (but the vectorized one) that index every operand the block reads."""
-        written = {id(region.buffer) for region in info.block.writes}
-        reads = [region for region in info.block.reads if id(region.buffer) not in written]
-        if not reads:
+        used = [region_vars(region) for region in input_regions(info.block)]
+        if not used:
             return set()
-        used = [vars_of(tuple(r.min for r in region.region)) for region in reads]
         return {var for var in info.spatial[:-1] if all(var in u for u in used)}
 
     def _fusible_consumer(self, sch: Schedule, info: BlockInfo) -> bool:
@@ -302,11 +310,7 @@ class MultiLevelTiling(SketchRule):
         buffer = info.block.writes[0].buffer
         if is_output(sch.func, buffer):
             return False
-        readers = [
-            name
-            for name, realize in sch.index.blocks.items()
-            if name not in ("root", info.name) and any(r.buffer is buffer for r in realize.block.reads)
-        ]
+        readers = [name for name in readers_of(sch, buffer) if name != info.name]
         if len(readers) != 1:
             return False
         return block_info(sch, readers[0]).is_injective
