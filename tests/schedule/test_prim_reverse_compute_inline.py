@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from schedule_testing import check_numerics, check_replay, check_schedule
 
@@ -496,3 +498,141 @@ def test_reverse_compute_inline_refuses_a_producer_iterator_left_indexing_nothin
         sch.reverse_compute_inline(sch.get_block("C"))
     assert sch.func is before
     check_numerics(concat, sch.func)
+
+
+# ---------------------------------------------------------------- affine read indices (TVM's cases)
+#
+# A consumer that reads its producer through a fused and re-split index (a reshape) is inlined
+# by inverting the index as an iterator map; where the map is onto a box only once an extent is
+# rounded up (127 rows read in tiles of 16), the producer is masked to the instances that run.
+
+
+@T.script
+def reshape_read(A: T.Buffer((16, 16), "float32"), C: T.Buffer((2, 4, 4, 8), "float32")):
+    B = T.alloc_buffer((16, 16), "float32")
+    for i, j in T.grid(16, 16):
+        with T.block("B"):
+            vi, vj = T.remap("SS", i, j)
+            B[vi, vj] = A[vi, vj] * 2.0
+    for i, j, k, m in T.grid(2, 4, 4, 8):
+        with T.block("C"):
+            vi, vj, vk, vl = T.remap("SSSS", i, j, k, m)
+            C[vi, vj, vk, vl] = B[(((vi * 4 + vj) * 4 + vk) * 8 + vl) // 16, (((vi * 4 + vj) * 4 + vk) * 8 + vl) % 16]
+
+
+@T.script
+def unit_iter_read(
+    A: T.Buffer((16, 8), "float32"), B: T.Buffer((4, 4, 1), "float32"), D: T.Buffer((1, 4, 4, 8), "float32")
+):
+    C = T.alloc_buffer((16, 8), "float32")
+    for i, j in T.grid(16, 8):
+        with T.block("B"):
+            vi, vj = T.remap("SS", i, j)
+            C[vi, vj] = A[vi, vj] * 2.0
+    for i, j, k, m in T.grid(1, 4, 4, 8):
+        with T.block("C"):
+            vi, vj, vk, vl = T.remap("SSSS", i, j, k, m)
+            D[vi, vj, vk, vl] = C[vj * 4 + vk, vl] + B[vj, vk, vi]
+
+
+@T.script
+def affine_chain(A: T.Buffer((16, 8), "float32"), D: T.Buffer((1, 4, 4, 8), "float32")):
+    B = T.alloc_buffer((16, 8), "float32")
+    C = T.alloc_buffer((4, 4, 8), "float32")
+    for i, j in T.grid(16, 8):
+        with T.block("B"):
+            vi, vj = T.remap("SS", i, j)
+            B[vi, vj] = A[vi, vj] * 2.0
+    for i, j, k in T.grid(4, 4, 8):
+        with T.block("C"):
+            vi, vj, vk = T.remap("SSS", i, j, k)
+            C[vi, vj, vk] = B[vi * 4 + vj, vk] + 1.0
+    for i, j, k, m in T.grid(1, 4, 4, 8):
+        with T.block("D"):
+            vi, vj, vk, vl = T.remap("SSSS", i, j, k, m)
+            D[vi, vj, vk, vl] = C[vj, vk, vl]
+
+
+@T.script
+def tiles_to_rows(A: T.Buffer((16, 16), "float32"), C: T.Buffer((15, 15), "float32")):
+    B = T.alloc_buffer((4, 4, 4, 4), "float32")
+    for i0, j0, i1, j1 in T.grid(4, 4, 4, 4):
+        with T.block("B"):
+            vi, vj, vm, vn = T.remap("SSSS", i0, j0, i1, j1)
+            B[vi, vj, vm, vn] = A[vi * 4 + vm, vj * 4 + vn] * 2.0
+    for i, j in T.grid(15, 15):
+        with T.block("C"):
+            vi, vj = T.remap("SS", i, j)
+            C[vi, vj] = B[vi // 4, vj // 4, vi % 4, vj % 4] + 1.0
+
+
+@T.script
+def diagonal_read(A: T.Buffer((16, 16), "float32"), C: T.Buffer((4, 4, 16), "float32")):
+    B = T.alloc_buffer((16, 16), "float32")
+    for i, j in T.grid(16, 16):
+        with T.block("B"):
+            vi, vj = T.remap("SS", i, j)
+            B[vi, vj] = A[vi, vj] * 2.0
+    for i, j, k in T.grid(4, 4, 16):
+        with T.block("C"):
+            vi, vj, vk = T.remap("SSS", i, j, k)
+            C[vi, vj, vk] = B[vi * 4 + vj, vi * 4 + vj]
+
+
+@T.script
+def reshape_past_producer(A: T.Buffer((8, 16), "float32"), C: T.Buffer((2, 4, 4, 8), "float32")):
+    B = T.alloc_buffer((16, 16), "float32")
+    for i, j in T.grid(8, 16):
+        with T.block("B"):
+            vi, vj = T.remap("SS", i, j)
+            B[vi, vj] = A[vi, vj] * 2.0
+    for i, j, k, m in T.grid(2, 4, 4, 8):
+        with T.block("C"):
+            vi, vj, vk, vl = T.remap("SSSS", i, j, k, m)
+            C[vi, vj, vk, vl] = B[(((vi * 4 + vj) * 4 + vk) * 8 + vl) // 16, (((vi * 4 + vj) * 4 + vk) * 8 + vl) % 16]
+
+
+def test_reverse_compute_inline_inverts_a_reshape(golden) -> None:  # type: ignore[no-untyped-def]
+    sch = Schedule(reshape_read, debug=True)
+    sch.reverse_compute_inline(sch.get_block("C"))
+    check_schedule(sch, reshape_read, golden, "schedule/reverse_compute_inline_reshape")
+    assert "T.where" not in sch.func.script()
+
+
+def test_reverse_compute_inline_pins_a_unit_iterator(golden) -> None:  # type: ignore[no-untyped-def]
+    sch = Schedule(unit_iter_read, debug=True)
+    sch.reverse_compute_inline(sch.get_block("C"))
+    check_schedule(sch, unit_iter_read, golden, "schedule/reverse_compute_inline_unit_iter")
+
+
+@pytest.mark.parametrize("order", [("C", "D"), ("D", "C")])
+def test_reverse_compute_inline_affine_chain_in_either_order(order: tuple[str, str]) -> None:
+    sch = Schedule(affine_chain, debug=True)
+    for name in order:
+        sch.reverse_compute_inline(sch.get_block(name))
+    check_numerics(sch.func, affine_chain)
+    check_replay(sch, affine_chain)
+    assert [r.block.name for r in sch.index.blocks.values()] == ["root", "B"]
+    assert "D[0, vi // 4, vi % 4, vj] = A[vi, vj] * 2.0 + 1.0" in sch.func.script()
+
+
+def test_reverse_compute_inline_masks_tiles_past_a_partial_consumer(golden) -> None:  # type: ignore[no-untyped-def]
+    sch = Schedule(tiles_to_rows, debug=True)
+    sch.reverse_compute_inline(sch.get_block("C"))
+    check_schedule(sch, tiles_to_rows, golden, "schedule/reverse_compute_inline_tiles_to_rows")
+    assert "T.where" in sch.func.script()
+
+
+@pytest.mark.parametrize(
+    ("func", "message"),
+    [
+        (diagonal_read, "not every iteration of vk is used"),
+        (reshape_past_producer, "the producer writes only [0, 8) there"),
+    ],
+)
+def test_reverse_compute_inline_refuses_affine_reads(func: PrimFunc, message: str) -> None:
+    sch = Schedule(func)
+    before = sch.func
+    with pytest.raises(ScheduleError, match=re.escape(message)):
+        sch.reverse_compute_inline(sch.get_block("C"))
+    assert sch.func is before

@@ -558,8 +558,9 @@ def test_compute_at_under_a_parallel_loop_when_iterations_stay_independent() -> 
 # Random sequences of the primitives that move blocks, merge them and add caches around them,
 # on small kernels shaped after the defects these primitives had: a padding consumer wider than
 # its producer, a strided or clamped gather, a reduction over a produced row, a stencil over a
-# reduction, a concatenation. Every accepted step must give a program that verifies, prints and
-# parses back, and computes what the original computes.
+# reduction, a concatenation, a tiled layout read back as rows and reshaped (affine reads).
+# Every accepted step must give a program that verifies, prints and parses back, and computes
+# what the original computes.
 
 
 @T.script
@@ -630,7 +631,26 @@ def _small_matmul(A: T.Buffer((10, 7), "float32"), B: T.Buffer((7, 12), "float32
             C[vi, vj] += A[vi, vk] * B[vk, vj]
 
 
+@T.script
+def _tiles_reshaped(A: T.Buffer((12, 12), "float32"), D: T.Buffer((11, 11), "float32")):
+    B = T.alloc_buffer((3, 3, 4, 4), "float32")
+    C = T.alloc_buffer((11, 11), "float32")
+    for i0, j0, i1, j1 in T.grid(3, 3, 4, 4):
+        with T.block("B"):
+            vi, vj, vm, vn = T.remap("SSSS", i0, j0, i1, j1)
+            B[vi, vj, vm, vn] = A[vi * 4 + vm, vj * 4 + vn] * 2.0
+    for i, j in T.grid(11, 11):
+        with T.block("C"):
+            vi, vj = T.remap("SS", i, j)
+            C[vi, vj] = B[vi // 4, vj // 4, vi % 4, vj % 4] + 1.0
+    for f in range(121):
+        with T.block("D"):
+            vf = T.spatial_axis(121, f)
+            D[vf // 11, vf % 11] = T.max(C[vf // 11, vf % 11], 0.0)
+
+
 LOCATION_KERNELS = {
+    "tiles_reshaped": _tiles_reshaped,
     "pad_1d": _pad_1d,
     "gathers": _gathers,
     "row_sum_stencil": _row_sum_stencil,

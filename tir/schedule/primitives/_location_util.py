@@ -254,6 +254,17 @@ def instance_ranges(index: TreeIndex, realize: BlockRealize, fixed: Sequence[For
         return None
     if not realize.block.iter_vars:
         return []
+    return swept_image(index, realize, list(realize.iter_values), fixed)
+
+
+def swept_image(
+    index: TreeIndex, realize: BlockRealize, exprs: Sequence[PrimExpr], fixed: Sequence[For] = ()
+) -> list[Range] | None:
+    """The box of values ``exprs`` (of the loop variables around the block) take as the
+    instances of the block run, or None when it is not known to be a box; loops as in
+    ``instance_ranges``. With the block's store index (its bindings substituted), this is what
+    a block writes even where its instances are not a box (a tile grid cut by ``T.where``).
+    """
     fixed_ids = {id(loop) for loop in fixed}
     sweep: dict[Var, Range] = {}
     known: dict[Var, Range] = {}
@@ -278,7 +289,7 @@ def instance_ranges(index: TreeIndex, realize: BlockRealize, fixed: Sequence[For
             swept.append(condition)
         elif not analyzer.can_prove(condition):
             return None
-    result = detect_iter_map(list(realize.iter_values), sweep, conjunction(swept), "surjective", known)
+    result = detect_iter_map(list(exprs), sweep, conjunction(swept), "surjective", known)
     if not result.ok or not result.predicate_applied:
         return None
     return list(result.ranges)

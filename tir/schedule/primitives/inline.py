@@ -13,14 +13,20 @@ signature is never inferred and stays as it is).
 
 from __future__ import annotations
 
+import math
+
 from tir.analysis import infer_block_access
 from tir.arith import Analyzer, simplify
+from tir.arith.int_set import eval_interval
+from tir.arith.iter_map import IterMapResult, detect_iter_map, inverse_iter_map
 from tir.ir import (
     Block,
     BlockRealize,
     Buffer,
     BufferLoad,
     BufferStore,
+    FloorDiv,
+    FloorMod,
     IntImm,
     IRMutator,
     IRVisitor,
@@ -54,6 +60,7 @@ from tir.schedule.primitives._location_util import (
     point_index_map,
     reads_buffer,
     shares_loop,
+    swept_image,
     writes_buffer,
 )
 from tir.schedule.tree import TreeIndex
@@ -162,9 +169,12 @@ def reverse_compute_inline(func: PrimFunc, block_name: str) -> PrimFunc:
       its producer, which is the only writer of ``B``, comes before it in the same block
       scope, and is itself spatial with one store ``B[...] = e`` that does not read ``B``;
     - ``B`` is not a function parameter and no block but the consumer reads it;
-    - the consumer reads ``B`` at one index, with no vector index, each dimension being one
-      of its iterators plus an offset (or free of its iterators), each iterator in exactly
-      one dimension, so the index can be inverted;
+    - the consumer reads ``B`` at one index, with no vector index, that can be inverted: each
+      dimension one of its iterators plus an offset (or free of its iterators), each iterator
+      in exactly one dimension; or else a bijective iterator map of its iterators onto a box
+      of ``B`` (a reshape, ``B[(i * 8 + j) // 16, (i * 8 + j) % 16]``), where an iterator may
+      first be widened to the next multiple of the index's divisors (``B[i // 16, i % 16]``
+      for ``i`` in ``[0, 127)``) and iterators of extent 1 may go unused;
     - no block between the producer and the consumer accesses what the consumer writes;
     - the consumer and its loops can be taken out of a statement sequence;
     - every instance the consumer runs is produced: the bindings of both blocks are boxes of
@@ -276,14 +286,13 @@ def reverse_compute_inline(func: PrimFunc, block_name: str) -> PrimFunc:
     simple, complex_dims = point_index_map(first.indices, block, analyzer)
     used = [entry.var for entry in simple]
     own = [iv.var for iv in block.iter_vars]
+    # Each iterator plus an offset, once each, inverts dimension by dimension; any other index
+    # (a fused and re-split one, C[i, j, k, l] = B[(i*256 + j*8 + k) // 128, ...]) must be a
+    # bijective iterator map, inverted digit by digit.
+    affine = None
     if complex_dims or len(set(used)) != len(used) or set(used) != set(own):
-        raise ScheduleError(
-            primitive,
-            target,
-            f"the read index of {buffer.name} is not an invertible map of the block's iterators "
-            "(each iterator plus an offset, once each)",
-            first,
-        )
+        affine = _affine_read_map(primitive, target, first, block)
+        simple = []
 
     # Blocks between the producer and the consumer must not see the consumer's writes early.
     outputs = [region.buffer for region in block.writes]
@@ -304,17 +313,25 @@ def reverse_compute_inline(func: PrimFunc, block_name: str) -> PrimFunc:
     # instance the consumer runs (outside its loops' range, a constant dimension that does not
     # match) are masked by a predicate.
     point = producer_store.indices
-    inverse: dict[Var, PrimExpr] = {entry.var: simplify(point[entry.dim] - entry.offset) for entry in simple}
     consumer_ranges = _check_covered(primitive, index, target, realize, producer, first.indices, simple, buffer)
     conditions: list[PrimExpr] = []
+    if affine is None:
+        inverse: dict[Var, PrimExpr] = {entry.var: simplify(point[entry.dim] - entry.offset) for entry in simple}
+        mapped = {entry.dim for entry in simple}
+        for dim, index_expr in enumerate(first.indices):
+            if dim not in mapped:
+                conditions.append(point[dim].equal(index_expr))
+    else:
+        # The inverse holds for points of the map's image, a box: points outside it (and
+        # inside the producer's writes) map to no instance.
+        inverse = {var: simplify(value) for var, value in inverse_iter_map(affine, point).items()}
+        for value, rng in zip(point, affine.ranges):
+            conditions.append(rng.min <= value)
+            conditions.append(value < rng.min + rng.extent)
     for iter_var, rng in zip(block.iter_vars, consumer_ranges):
         value = inverse[iter_var.var]
         conditions.append(rng.min <= value)
         conditions.append(value < rng.min + rng.extent)
-    mapped = {entry.dim for entry in simple}
-    for dim, index_expr in enumerate(first.indices):
-        if dim not in mapped:
-            conditions.append(point[dim].equal(index_expr))
     producer_dom = Analyzer()
     for iv in producer.block.iter_vars:
         producer_dom.bind(iv.var, iv.dom)
@@ -323,7 +340,11 @@ def reverse_compute_inline(func: PrimFunc, block_name: str) -> PrimFunc:
     loop_dom = context_dom(index, producer)
     predicate_parts = [] if is_true(producer.predicate) else conjuncts(producer.predicate)
     predicate_parts += [simplify(substitute(c, bindings), loop_dom) for c in needed]
-    predicate = conjunction([c for c in predicate_parts if not is_true(c)])
+    kept: list[PrimExpr] = []
+    for condition in predicate_parts:
+        if not is_true(condition) and not any(structural_equal(condition, other) for other in kept):
+            kept.append(condition)
+    predicate = conjunction(kept)
 
     class ReplaceLoad(IRMutator):
         def visit_BufferLoad(self, load: BufferLoad) -> PrimExpr:
@@ -446,7 +467,22 @@ def _check_covered(
         )
     producer_ranges = instance_ranges(index, producer, shared)
     producer_target = f"producer {producer.block.name!r}"
-    if producer_ranges is None:
+    store = producer.block.body
+    assert isinstance(store, BufferStore)
+    # What stays symbolic: everything outside the scope and the loops around both blocks.
+    known = context_dom(index, producer)
+    for loop in index.loops_above(producer):
+        if id(loop) not in {id(s) for s in shared}:
+            known.pop(loop.loop_var, None)
+    written: list[Range] | None = None
+    if producer_ranges is not None:
+        producer_dom = {iv.var: rng for iv, rng in zip(producer.block.iter_vars, producer_ranges)}
+        written = image_ranges(store.indices, producer_dom, known)
+    else:
+        # Instances that are no box (a tile grid cut by T.where) may still write one.
+        bindings = {iv.var: value for iv, value in zip(producer.block.iter_vars, producer.iter_values)}
+        written = swept_image(index, producer, [substitute(i, bindings) for i in store.indices], shared)
+    if producer_ranges is None and written is None:
         raise ScheduleError(
             primitive,
             target,
@@ -455,15 +491,6 @@ def _check_covered(
             f"{buffer.name} cannot be compared with what the block reads",
             producer,
         )
-    # What stays symbolic: everything outside the scope and the loops around both blocks.
-    known = context_dom(index, producer)
-    for loop in index.loops_above(producer):
-        if id(loop) not in {id(s) for s in shared}:
-            known.pop(loop.loop_var, None)
-    store = producer.block.body
-    assert isinstance(store, BufferStore)
-    producer_dom = {iv.var: rng for iv, rng in zip(producer.block.iter_vars, producer_ranges)}
-    written = image_ranges(store.indices, producer_dom, known)
     if written is None:
         raise ScheduleError(
             primitive,
@@ -483,7 +510,10 @@ def _check_covered(
     ranges_of = {iv.var: rng for iv, rng in zip(consumer.block.iter_vars, consumer_ranges)}
     for dim, index_expr in enumerate(read_index):
         entry = by_dim.get(dim)
-        if entry is None:
+        if entry is None and free_vars(index_expr) & set(ranges_of):
+            low, last = eval_interval(index_expr, ranges_of)
+            what = f"index {index_expr} in [{analyzer.simplify(low)}, {analyzer.simplify(last + 1)})"
+        elif entry is None:
             low = last = index_expr
             what = f"index {index_expr}"
         else:
@@ -503,6 +533,45 @@ def _check_covered(
                 consumer,
             )
     return consumer_ranges
+
+
+def _affine_read_map(primitive: str, target: str, load: BufferLoad, block: Block) -> IterMapResult:
+    """The consumer's read index as a bijective iterator map from its iterators onto a box of
+    the buffer, or a refusal naming why.
+
+    An iterator whose extent a divisor of the index does not divide (``v // 16, v % 16`` for
+    ``v`` in ``[0, 127)``) is first taken at the next multiple: the map is then a bijection of
+    the wider domain, and the instances the block does not run are masked by the caller.
+    """
+    dom = {iv.var: iv.dom for iv in block.iter_vars}
+    result = detect_iter_map(list(load.indices), dom, True, "bijective")
+    if result.ok:
+        return result
+    divisors: set[int] = set()
+
+    def note(node: object) -> None:
+        if isinstance(node, (FloorDiv, FloorMod)) and isinstance(node.b, IntImm) and node.b.value > 1:
+            divisors.add(node.b.value)
+
+    for index_expr in load.indices:
+        post_order_visit(index_expr, note)
+    step = math.lcm(*divisors) if divisors else 1
+    padded = dict(dom)
+    for var, rng in dom.items():
+        extent = rng.extent
+        if isinstance(extent, IntImm) and extent.value % step:
+            padded[var] = Range(rng.min, IntImm(-(-extent.value // step) * step, extent.dtype))
+    if padded != dom:
+        wider = detect_iter_map(list(load.indices), padded, True, "bijective")
+        if wider.ok:
+            return wider
+    raise ScheduleError(
+        primitive,
+        target,
+        f"the read index of {load.buffer.name} is not an invertible map of the block's iterators "
+        f"(each iterator plus an offset, once each, or a bijective iterator map: {result.errors[0]})",
+        load,
+    )
 
 
 def _is_vector(load: BufferLoad) -> bool:
