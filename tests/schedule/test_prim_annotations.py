@@ -308,11 +308,17 @@ def test_unroll_loop(golden) -> None:  # type: ignore[no-untyped-def]
     check_schedule(sch, matmul, golden, "schedule/unroll_matmul")
 
 
-def test_unroll_refuses_a_loop_of_another_kind() -> None:
+@pytest.mark.parametrize("kind", ["parallel", "vectorize", "bind"])
+def test_unroll_replaces_the_kind_of_a_loop(kind: str) -> None:
+    # As TVM: the iterations of an unrolled loop run in order, right whatever the loop was.
     sch = Schedule(scale)
-    i, _ = _loops(sch)
-    sch.parallel(i)
-    _refused(sch, lambda: sch.unroll(i), r"unroll: loop i: only a serial loop can be changed; this loop is parallel")
+    i, j = _loops(sch)
+    loop = j if kind == "vectorize" else i
+    getattr(sch, kind)(*([loop, "blockIdx.x"] if kind == "bind" else [loop]))
+    sch.unroll(loop)
+    node = sch.get_loop_node(loop)
+    assert node.kind is ForKind.UNROLLED and node.thread_tag is None
+    check_numerics(scale, sch.func, llvm=kind != "bind")
 
 
 # ---------------------------------------------------------------- bind
@@ -337,15 +343,23 @@ def test_bind_refuses_an_unknown_thread_axis() -> None:
     )
 
 
-def test_bind_refuses_a_loop_bound_to_another_axis() -> None:
+def test_bind_again_replaces_the_binding() -> None:
     sch = Schedule(scale)
     i, _ = _loops(sch)
     sch.bind(i, "blockIdx.x")
-    _refused(
-        sch,
-        lambda: sch.bind(i, "blockIdx.y"),
-        r"bind: loop i: only a serial loop can be changed; this loop is bound to blockIdx.x",
-    )
+    sch.bind(i, "threadIdx.x")
+    assert sch.get_loop_node(i).thread_tag == "threadIdx.x"
+    check_numerics(scale, sch.func, llvm=False)
+    check_replay(sch, scale)
+
+
+def test_bind_again_is_checked_like_a_first_binding() -> None:
+    sch = Schedule(scale)
+    i, j = _loops(sch)
+    sch.bind(i, "threadIdx.x")
+    sch.bind(j, "blockIdx.x")
+    _refused(sch, lambda: sch.bind(j, "threadIdx.x"), r"bind: loop j: loop i above it is already bound to threadIdx.x")
+    assert sch.get_loop_node(j).thread_tag == "blockIdx.x"
 
 
 def test_bind_refuses_the_same_axis_above() -> None:
@@ -674,3 +688,15 @@ def test_deferred_independence_checks_leave_the_proof_to_check_independent_loops
     good = Schedule(mirrored)
     good.vectorize(_loops(good)[1])
     check_independent_loops(good.func)  # a proved program passes
+
+
+def test_unroll_of_a_cross_thread_reduction_loop_drops_the_reduction() -> None:
+    sch = Schedule(row_sum)
+    i, k = _loops(sch)
+    _, ki = sch.split(k, [None, 32])
+    sch.bind(i, "blockIdx.x")
+    sch.bind(ki, "threadIdx.x")
+    assert sch.get_block_node(sch.get_block("B")).annotations == {"cross_thread_reduction": True}
+    sch.unroll(ki)
+    assert sch.get_block_node(sch.get_block("B")).annotations == {}
+    check_numerics(row_sum, sch.func, llvm=False)

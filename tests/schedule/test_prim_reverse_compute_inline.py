@@ -610,7 +610,7 @@ def test_reverse_compute_inline_affine_chain_in_either_order(order: tuple[str, s
     sch = Schedule(affine_chain, debug=True)
     for name in order:
         sch.reverse_compute_inline(sch.get_block(name))
-    check_numerics(sch.func, affine_chain)
+    check_numerics(affine_chain, sch.func)
     check_replay(sch, affine_chain)
     assert [r.block.name for r in sch.index.blocks.values()] == ["root", "B"]
     assert "D[0, vi // 4, vi % 4, vj] = A[vi, vj] * 2.0 + 1.0" in sch.func.script()

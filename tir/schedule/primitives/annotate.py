@@ -362,6 +362,26 @@ def _set_kind(func: PrimFunc, index: TreeIndex, loop: For, kind: ForKind, thread
     return replace_stmt(index, loop, loop.replace(kind=kind, thread_tag=thread_tag))
 
 
+def _unbind(func: PrimFunc, loop_var: Var, primitive: str) -> tuple[PrimFunc, TreeIndex, For]:
+    """The program with the loop's thread binding taken off (a serial loop runs the iterations
+    the threads ran, in order, which is always right), and the loop again. A block whose
+    reduction the loop drove across threads is no longer one: its annotation goes too."""
+    index = TreeIndex(func)
+    loop = _find_loop(index, loop_var, primitive)
+    func = _set_kind(func, index, loop, ForKind.SERIAL)
+    index = TreeIndex(func)
+    loop = _find_loop(index, loop_var, primitive)
+    for realize in list(index.blocks.values()):
+        if "cross_thread_reduction" not in realize.block.annotations or not index.is_ancestor(loop, realize):
+            continue
+        if not any(isinstance(n, For) and n.thread_tag == "threadIdx.x" for n in index.ancestors(realize)):
+            annotations = {k: v for k, v in realize.block.annotations.items() if k != "cross_thread_reduction"}
+            func = _with_annotations(index, realize, annotations)
+            index = TreeIndex(func)
+    loop = _find_loop(index, loop_var, primitive)
+    return func, index, loop
+
+
 def parallel(func: PrimFunc, loop_var: Var) -> PrimFunc:
     """Make a loop parallel: lowering outlines it and runs chunks of it on OpenMP threads.
 
@@ -468,7 +488,8 @@ def unroll(func: PrimFunc, loop_var: Var) -> PrimFunc:
     ``pragma_unroll`` hint otherwise. The iterations keep their order, so any block may be
     under it.
 
-    Precondition: the loop is serial (or already unrolled: nothing changes).
+    Any loop may be unrolled: a parallel, vectorized or thread-bound one loses that kind (its
+    iterations then run in order, which is always right); an unrolled one stays as it is.
 
     Before (``unroll(j)``)::
 
@@ -487,8 +508,10 @@ def unroll(func: PrimFunc, loop_var: Var) -> PrimFunc:
     """
     index = TreeIndex(func)
     loop = _find_loop(index, loop_var, "unroll")
-    if _check_kind(loop, ForKind.UNROLLED, None, "unroll"):
+    if loop.kind is ForKind.UNROLLED:
         return func
+    if loop.kind is ForKind.THREAD_BINDING:
+        func, index, loop = _unbind(func, loop_var, "unroll")
     return _set_kind(func, index, loop, ForKind.UNROLLED)
 
 
@@ -497,8 +520,9 @@ def bind(func: PrimFunc, loop_var: Var, thread_axis: str) -> PrimFunc:
     each iteration runs on its own thread. Only GPU targets run such loops; the interpreter
     runs the threads one after another.
 
-    Preconditions: ``thread_axis`` is one of ``tir.ir.stmt.THREAD_TAGS``; the loop is serial
-    (or already bound to that axis: nothing changes); no loop above or below it is bound to the
+    Preconditions: ``thread_axis`` is one of ``tir.ir.stmt.THREAD_TAGS``; the loop is serial,
+    bound to another axis (the new binding replaces it) or already bound to that axis (nothing
+    changes); no loop above or below it is bound to the
     same axis; no block under it binds a reduction or opaque iterator to it; no statement under
     it is outside every block; blocks under it that share a buffer one of them writes touch
     disjoint parts of it in different iterations. Exception, a cross-thread reduction: a loop
@@ -528,6 +552,9 @@ def bind(func: PrimFunc, loop_var: Var, thread_axis: str) -> PrimFunc:
         raise ScheduleError(
             "bind", loop_target(loop), f"unknown thread axis {thread_axis!r}; expected one of {list(THREAD_TAGS)}"
         )
+    if loop.kind is ForKind.THREAD_BINDING and loop.thread_tag != thread_axis:
+        # Bound again: the new binding replaces the old one and is checked like a first one.
+        func, index, loop = _unbind(func, loop_var, "bind")
     if _check_kind(loop, ForKind.THREAD_BINDING, thread_axis, "bind"):
         return func
     above = [n for n in index.ancestors(loop) if isinstance(n, For) and n.thread_tag == thread_axis]
