@@ -259,3 +259,33 @@ def test_split_of_a_padded_symbolic_extent_has_no_tail() -> None:
     sch.split(i, [None, 4])
     assert "T.where" not in sch.mod.script()
     _check_sizes(sch.mod, _matmul)
+
+
+@T.script
+def add_one_inner_symbolic(a: T.handle, b: T.handle):
+    n = T.int32()
+    A = T.match_buffer(a, (4, 8, n), "float32")
+    B = T.match_buffer(b, (4, 8, n), "float32")
+    for i, j, k in T.grid(4, 8, n):
+        with T.block("B"):
+            vi, vj, vk = T.remap("SSS", i, j, k)
+            B[vi, vj, vk] = A[vi, vj, vk] + 1.0
+
+
+def _inner_symbolic(n: int) -> tuple[list[np.ndarray], list[np.ndarray], list[np.ndarray]]:
+    a = np.random.default_rng(n).standard_normal((4, 8, n)).astype("float32")
+    return [a], [np.empty_like(a)], [a + 1.0]
+
+
+def test_fuse_over_a_symbolic_inner_extent() -> None:
+    # TVM's test_fuse_symbolic: the fused extent n * 32 is split at n * 8, which divides it
+    # factor by factor although n is unknown.
+    sch = Schedule(add_one_inner_symbolic, debug=True)
+    fused = sch.fuse(*sch.get_loops(sch.get_block("B")))
+    text = sch.mod.script()
+    assert "for i_j_k_fused in range(n * 32):" in text
+    assert "vi = T.spatial_axis(4, i_j_k_fused // (n * 8))" in text
+    outer, inner = sch.split(fused, [None, 8])
+    sch.parallel(outer)
+    sch.vectorize(inner)
+    _check_sizes(sch.mod, _inner_symbolic)

@@ -279,6 +279,48 @@ def _factors(expr: PrimExpr) -> tuple[int, list[Any]]:
     return coefficient, sorted(keys, key=repr)
 
 
+def _product_terms(expr: PrimExpr) -> tuple[int, list[PrimExpr]]:
+    """``expr`` as (constant coefficient, the other factors) when it is a product."""
+    coefficient = 1
+    terms: list[PrimExpr] = []
+    stack = [expr]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, Mul):
+            stack.extend((node.b, node.a))
+        elif isinstance(node, IntImm):
+            coefficient *= node.value
+        else:
+            terms.append(node)
+    return coefficient, terms
+
+
+def _product_quotient(value: PrimExpr, divisor: PrimExpr) -> PrimExpr | None:
+    """``value / divisor`` when both are products and ``divisor`` divides ``value`` factor by
+    factor (``n * 16384 / (n * 128)`` is 128: a fused symbolic extent), else None."""
+    divisor_coefficient, divisor_terms = _product_terms(divisor)
+    value_coefficient, value_terms = _product_terms(value)
+    if divisor_coefficient <= 0 or value_coefficient % divisor_coefficient:
+        return None
+    remaining = [(_key(term), term) for term in value_terms]
+    for term in divisor_terms:
+        key = _key(term)
+        position = next((k for k, (other, _) in enumerate(remaining) if other == key), None)
+        if position is None:
+            return None
+        del remaining[position]
+    result: PrimExpr = IntImm(value_coefficient // divisor_coefficient, value.dtype)
+    for _, term in remaining:
+        result = term if _is_int(result, 1) else Mul(result, _like(term, result))
+    return result
+
+
+def _product_divides(divisor: PrimExpr, value: PrimExpr) -> bool:
+    """Whether the product ``divisor`` divides the product ``value`` factor by factor:
+    ``n * 128`` divides ``n * 16384`` (a fused symbolic extent), ``n`` divides ``4 * n * m``."""
+    return _product_quotient(value, divisor) is not None
+
+
 class _Fail(Exception):
     """Detection of one binding failed; the message says why."""
 
@@ -370,13 +412,13 @@ class _Detector:
             right = self._quotient(value.b, divisor)
             if right is not None:
                 return Mul(value.a, _like(right, value.a))
-            return None
+            return _product_quotient(value, divisor)
         if isinstance(value, (Add, Sub)):
             left, right = self._quotient(value.a, divisor), self._quotient(value.b, divisor)
             if left is None or right is None:
                 return None
             return type(value)(left, _like(right, left))
-        return None
+        return _product_quotient(value, divisor)
 
     def floormod(self, a: PrimExpr, b: PrimExpr) -> PrimExpr:
         if isinstance(a, IntImm) and isinstance(b, IntImm):
@@ -413,7 +455,7 @@ class _Detector:
         """Whether ``divisor`` provably divides ``value``."""
         if isinstance(divisor, IntImm) and isinstance(value, IntImm):
             return divisor.value != 0 and value.value % divisor.value == 0
-        if _is_int(divisor, 1) or self._is_multiple(value, divisor):
+        if _is_int(divisor, 1) or self._is_multiple(value, divisor) or _product_divides(divisor, value):
             return True
         return self.eq(self.floormod(value, divisor), self.norm(0))
 

@@ -200,11 +200,28 @@ def _determine(exprs: Sequence[PrimExpr], free: Sequence[For], loops: Sequence[F
     conditions: list[PrimExpr | bool] = [True]
     if not (isinstance(predicate, IntImm) and predicate.value == 1):
         conditions.insert(0, predicate)
+    positive = _positive_extent_vars(free)
     for condition in conditions:
-        found = {id(var) for var in determined_vars(exprs, dom_map, condition)}
+        found = {id(var) for var in determined_vars(exprs, dom_map, condition, positive)}
         if all(id(loop.loop_var) in found for loop in loops):
             return True
     return False
+
+
+def _positive_extent_vars(loops: Sequence[For]) -> dict[Var, Range]:
+    """Size variables that are at least 1 wherever the loops run: ``n`` when a loop's extent
+    is ``c * n`` (``c > 0``). Where the loop does not run there are no iterations to tell apart,
+    so the assumption costs nothing."""
+    ranges: dict[Var, Range] = {}
+    for loop in loops:
+        extent = loop.extent
+        coefficient = 1
+        while isinstance(extent, Mul) and isinstance(extent.b, IntImm):
+            coefficient *= extent.b.value
+            extent = extent.a
+        if isinstance(extent, Var) and coefficient > 0:
+            ranges[extent] = Range(IntImm(1, extent.dtype), IntImm(2**30, extent.dtype))
+    return ranges
 
 
 def _runs_once(loop: For) -> bool:
