@@ -401,3 +401,83 @@ def test_decompose_reduction_of_the_sibling_case_at_the_inner_loop_is_fine() -> 
     sch = Schedule(sibling_reader)
     sch.decompose_reduction(*_block_and_loop(sch, "B", 1))
     check_numerics(sibling_reader, sch.func, llvm=False)
+
+
+# ---------------------------------------------------------------- blockized reductions (TVM's test_reduction_decompose1)
+
+
+@T.script
+def rowsum_blockized(A: T.Buffer((8, 4, 32), "float32"), B: T.Buffer((8, 4), "float32")):
+    for i0, i2_0 in T.grid(8, 4):
+        with T.block("blockized_B"):
+            io, ko = T.remap("SR", i0, i2_0)
+            with T.init():
+                for i1 in range(4):
+                    with T.block("B_init"):
+                        ii_init = T.spatial_axis(4, i1)
+                        B[io, ii_init] = 0.0
+            for i1_1, i2_1 in T.grid(4, 8):
+                with T.block("B"):
+                    ii = T.spatial_axis(4, i1_1)
+                    k = T.reduce_axis(32, ko * 8 + i2_1)
+                    B[io, ii] = B[io, ii] + A[io, ii, k]
+
+
+@T.script
+def tiles_overlap(A: T.Buffer((8, 32), "float32"), B: T.Buffer((10,), "float32")):
+    for i0, k0 in T.grid(4, 4):
+        with T.block("blockized_B"):
+            io, ko = T.remap("SR", i0, k0)
+            with T.init():
+                for i1 in range(4):
+                    with T.block("B_init"):
+                        ii_init = T.spatial_axis(4, i1)
+                        B[io * 2 + ii_init] = 0.0
+            for i1, k1 in T.grid(2, 8):
+                with T.block("B"):
+                    ii = T.spatial_axis(2, i1)
+                    k = T.reduce_axis(32, ko * 8 + k1)
+                    B[io * 2 + ii] = B[io * 2 + ii] + A[io * 2 + ii, k]
+
+
+@T.script
+def body_outside_tile(A: T.Buffer((8, 4, 32), "float32"), B: T.Buffer((8, 5), "float32")):
+    for i0, i2_0 in T.grid(8, 4):
+        with T.block("blockized_B"):
+            io, ko = T.remap("SR", i0, i2_0)
+            with T.init():
+                for i1 in range(4):
+                    with T.block("B_init"):
+                        ii_init = T.spatial_axis(4, i1)
+                        B[io, ii_init] = 0.0
+            for i1_1, i2_1 in T.grid(4, 8):
+                with T.block("B"):
+                    ii = T.spatial_axis(4, i1_1)
+                    k = T.reduce_axis(32, ko * 8 + i2_1)
+                    B[io, ii + 1] = B[io, ii + 1] + A[io, ii, k]
+
+
+def test_decompose_a_blockized_reduction_hoists_its_tile_init(golden) -> None:  # type: ignore[no-untyped-def]
+    sch = Schedule(rowsum_blockized, debug=True)
+    block = sch.get_block("blockized_B")
+    io, _ = sch.get_loops(block)
+    init = sch.decompose_reduction(block, io)
+    assert sch.get(init).name == "blockized_B_init"
+    check_schedule(sch, rowsum_blockized, golden, "schedule/decompose_reduction_blockized")
+
+
+@pytest.mark.parametrize(
+    ("func", "message"),
+    [
+        (tiles_overlap, "cannot show that the init's tiles of B are disjoint"),
+        (body_outside_tile, "the body accesses the output B outside the tile the init writes"),
+    ],
+)
+def test_decompose_a_blockized_reduction_refuses(func: PrimFunc, message: str) -> None:
+    sch = Schedule(func)
+    before = sch.func
+    block = sch.get_block("blockized_B")
+    io, _ = sch.get_loops(block)
+    with pytest.raises(ScheduleError, match=message):
+        sch.decompose_reduction(block, io)
+    assert sch.func is before

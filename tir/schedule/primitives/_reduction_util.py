@@ -184,6 +184,51 @@ class ReductionShape:
                         access if isinstance(access, BufferStore) else self.block.body,
                     )
 
+    def check_tile_outputs(self) -> list[Buffer]:
+        """For an init that is a nest of blocks (a blockized reduction: each instance starts a
+        tile): the tiles of different spatial points are disjoint, and the body touches each
+        output only inside its tile. Returns the output buffers."""
+        from tir.analysis import infer_block_access
+
+        block = self.block
+        assert block.init is not None
+        _, init_writes = infer_block_access(Block(f"{block.name}_init", block.iter_vars, (), (), block.init))
+        if not init_writes:
+            raise self.fail("the init writes no buffer", block.init)
+        body_reads, body_writes = infer_block_access(block.replace(init=None, reads=(), writes=()))
+        spatial_vars = {block.iter_vars[k].var for k in self.spatial}
+        analyzer = Analyzer()
+        for iv in block.iter_vars:
+            analyzer.bind(iv.var, iv.dom)
+        seen: set[int] = set()
+        for region in init_writes:
+            buffer = region.buffer
+            if id(buffer) in seen:
+                raise self.fail(f"the init writes {buffer.name} in two regions", block.init)
+            seen.add(id(buffer))
+            for iv in (block.iter_vars[k] for k in self.spatial):
+                if isinstance(iv.dom.extent, IntImm) and iv.dom.extent.value == 1:
+                    continue
+                if not any(_tile_dim_of(rng, iv.var, spatial_vars) for rng in region.region):
+                    raise self.fail(
+                        f"cannot show that the init's tiles of {buffer.name} are disjoint for different spatial "
+                        f"points (a dimension must start at c * {iv.var.name} plus no spatial iterator, and "
+                        "be at most |c| wide)",
+                        block.init,
+                    )
+            for access in (*body_reads, *body_writes):
+                if access.buffer is not buffer:
+                    continue
+                for inner, outer in zip(access.region, region.region):
+                    inside = analyzer.can_prove(outer.min <= inner.min) and analyzer.can_prove(
+                        inner.min + inner.extent <= outer.min + outer.extent
+                    )
+                    if not inside:
+                        raise self.fail(
+                            f"the body accesses the output {buffer.name} outside the tile the init writes", block.body
+                        )
+        return [region.buffer for region in init_writes]
+
     # ------------------------------------------------------------ loops
 
     def mixed_loop(self, loops: Iterable[For]) -> For | None:
@@ -221,6 +266,24 @@ class ReductionShape:
                     f"only loops may lie between loop {top.loop_var.name} and the block, found a {type(node).__name__}",
                     node,
                 )
+
+
+def _tile_dim_of(rng: Range, var: Var, spatial_vars: set[Var]) -> bool:
+    """Whether ``rng`` starts at ``c * var + e`` (``e`` free of spatial iterators) and is at
+    most ``|c|`` wide: then different values of ``var`` get disjoint ranges."""
+    if not isinstance(rng.extent, IntImm):
+        return False
+    start = simplify(rng.min)
+    rest = simplify(substitute(start, {var: IntImm(0, var.dtype)}))
+    if vars_in(rest) & spatial_vars:
+        return False
+    step = simplify(start - rest)
+    coefficient = simplify(substitute(step, {var: IntImm(1, var.dtype)}))
+    if not isinstance(coefficient, IntImm) or coefficient.value == 0:
+        return False
+    if not Analyzer().can_prove_equal(step, coefficient * var):
+        return False  # not linear in var
+    return rng.extent.value <= abs(coefficient.value)
 
 
 def indices_injective(indices: Sequence[PrimExpr], spatial_ivs: Sequence[IterVar]) -> bool:

@@ -122,7 +122,10 @@ def decompose_reduction(func: PrimFunc, block_name: str, loop_var: Var) -> tuple
     reduce iterator; only loops lie between ``loop`` and the block; the copied loops' bounds do
     not depend on the loops left out; the init is buffer stores that use no reduce iterator and
     no buffer of the block's own; each output element is indexed by the spatial iterators, one
-    element per spatial point, and the body accesses it at exactly those indices; nothing else
+    element per spatial point, and the body accesses it at exactly those indices (or, for a
+    blockized reduction whose init is a nest of blocks, the init writes one tile per spatial
+    point, disjoint from the others' by a dimension that starts at ``c * v`` and is at most
+    ``|c|`` wide for each spatial iterator ``v``, and the body stays inside its tile); nothing else
     under ``loop`` accesses the output buffers; each reduce iterator is at its minimum when its
     loops start (so the init ran first); from ``loop`` inward no loop repeats instances (a loop
     the bindings do not use, or overlapping ones as a recomputed halo): each repetition would
@@ -168,7 +171,11 @@ def decompose_reduction(func: PrimFunc, block_name: str, loop_var: Var) -> tuple
         )
     top = loops[position]
     shape.check_kinds()
-    stores = shape.check_init_stores(init_stores(block))
+    # A blockized reduction's init is a nest of blocks that starts a tile per instance.
+    stores = init_stores(block)
+    tiled = stores is None and _holds_blocks(block.init)
+    if not tiled:
+        stores = shape.check_init_stores(stores)
     for loop in loops[:position]:
         if loop.loop_var in shape.reduce_loop_vars:
             raise shape.fail(
@@ -194,7 +201,12 @@ def decompose_reduction(func: PrimFunc, block_name: str, loop_var: Var) -> tuple
                 "reduce iterators, so the init block cannot copy it",
                 loop,
             )
-    shape.check_outputs(stores)
+    if tiled:
+        outputs = shape.check_tile_outputs()
+    else:
+        assert stores is not None
+        shape.check_outputs(stores)
+        outputs = [s.buffer for s in stores]
     reduce_vars = {block.iter_vars[k].var for k in shape.reduce}
     assert block.init is not None
     used = vars_in(block.init) & reduce_vars
@@ -203,7 +215,7 @@ def decompose_reduction(func: PrimFunc, block_name: str, loop_var: Var) -> tuple
     own = {id(b) for b in block.alloc_buffers} | {id(m.buffer) for m in block.match_buffers}
     if _buffer_ids(block.init) & own:
         raise shape.fail("the init uses a buffer the block allocates or matches", block.init)
-    clash = other_user(top, realize, [s.buffer for s in stores])
+    clash = other_user(top, realize, outputs)
     if clash is not None:
         raise shape.fail(
             f"something else under loop {top.loop_var.name} accesses the output {clash.name}; running the init "
@@ -243,6 +255,15 @@ def decompose_reduction(func: PrimFunc, block_name: str, loop_var: Var) -> tuple
     updated = replace_stmt(index, realize, realize.replace(block=block.replace(init=None)))
     index = TreeIndex(updated)
     return insert_next_to(index, index.loops[id(loop_var)], nest, after=False), init_name
+
+
+def _holds_blocks(node: Stmt | None) -> bool:
+    from tir.ir import post_order_visit
+
+    found: list[bool] = []
+    if node is not None:
+        post_order_visit(node, lambda n: found.append(True) if isinstance(n, BlockRealize) else None)
+    return bool(found)
 
 
 def _buffer_ids(node: Stmt) -> set[int]:
