@@ -465,7 +465,6 @@ def _loop(sch: Schedule, block: str, position: int):  # type: ignore[no-untyped-
         (strided_write, "B", "C", 0, r"dimension 0 of the write index of B is not one iterator plus an offset"),
         (many_to_one, "B", "C", 0, r"the iterator vj does not appear in the write index of B"),
         (reduce_in_index, "B", "C", 0, r"the reduction iterator vk appears in the write index of B"),
-        (inner_loop, "B", "C", 0, r"the block writes more than one element of B per instance"),
         (guarded, "B", "C", 0, r"the block and its loops are the only statement of their parent"),
     ],
 )
@@ -596,3 +595,71 @@ def test_decompose_reduction_after_compute_at_with_a_recomputed_halo() -> None:
         sch.decompose_reduction(sch.get_block("S"), loops[0])
     sch.decompose_reduction(sch.get_block("S"), loops[1])
     check_numerics(row_sum_stencil, sch.func)
+
+
+# ---------------------------------------------------------------- blockized producers (TVM's test_compute_at_blockized_2)
+
+
+@T.script
+def blockized_producer(A: T.Buffer((32, 32), "float32"), C: T.Buffer((32, 32), "float32")):
+    B = T.alloc_buffer((32, 32), "float32")
+    for i_o, j_o in T.grid(4, 4):
+        with T.block("B_outer"):
+            vio, vjo = T.remap("SS", i_o, j_o)
+            for i_i, j_i in T.grid(8, 8):
+                with T.block("B_inner"):
+                    vi = T.spatial_axis(32, vio * 8 + i_i)
+                    vj = T.spatial_axis(32, vjo * 8 + j_i)
+                    B[vi, vj] = A[vi, vj] * 2.0
+    for i_o, j_o, i_i, j_i in T.grid(2, 2, 16, 16):
+        with T.block("C"):
+            vi = T.spatial_axis(32, i_o * 16 + i_i)
+            vj = T.spatial_axis(32, j_o * 16 + j_i)
+            C[vi, vj] = B[vi, vj] + 1.0
+
+
+@T.script
+def overlapping_tiles(A: T.Buffer((40,), "float32"), C: T.Buffer((36,), "float32")):
+    B = T.alloc_buffer((40,), "float32")
+    for i_o in range(8):
+        with T.block("B_outer"):
+            vio = T.remap("S", i_o)
+            T.reads(A[vio * 4 : vio * 4 + 8])
+            T.writes(B[vio * 4 : vio * 4 + 8])
+            for i_i in range(8):
+                with T.block("B_inner"):
+                    vi = T.spatial_axis(40, vio * 4 + i_i)
+                    B[vi] = A[vi] * 2.0
+    for i_o, i_i in T.grid(4, 9):
+        with T.block("C"):
+            vi = T.spatial_axis(36, i_o * 9 + i_i)
+            C[vi] = B[vi] + 1.0
+
+
+def test_compute_at_a_blockized_producer_computes_whole_tiles(golden) -> None:  # type: ignore[no-untyped-def]
+    # Each 16x16 tile of C needs 2x2 of B's 8x8 tiles: the outer block's iterators get ranges
+    # of tiles, and its inner block stays as it is.
+    sch = Schedule(blockized_producer, debug=True)
+    _, j_o, _, _ = sch.get_loops(sch.get_block("C"))
+    sch.compute_at(sch.get_block("B_outer"), j_o)
+    check_schedule(sch, blockized_producer, golden, "schedule/compute_at_blockized_producer")
+    assert "for ax0, ax1 in T.grid(2, 2):" in sch.func.script()
+
+
+def test_compute_at_refuses_overlapping_tiles() -> None:
+    sch = Schedule(overlapping_tiles)
+    before = sch.func
+    i_o, _ = sch.get_loops(sch.get_block("C"))
+    with pytest.raises(ScheduleError, match=r"dimension 0 of that region is not a tile \[c \* v \+ offset"):
+        sch.compute_at(sch.get_block("B_outer"), i_o)
+    assert sch.func is before
+
+
+def test_compute_at_a_block_that_writes_a_row_per_instance() -> None:
+    # The row B[vi, 0:4] is a tile of width 1 in its first dimension: under C's i loop one
+    # instance computes the row, under the j loop the row is recomputed per element.
+    for position in (0, 1):
+        sch = Schedule(inner_loop, debug=True)
+        loops = sch.get_loops(sch.get_block("C"))
+        sch.compute_at(sch.get_block("B"), loops[position])
+        check_numerics(inner_loop, sch.func)

@@ -44,6 +44,7 @@ from tir.ir import (
     BlockRealize,
     Buffer,
     BufferRegion,
+    FloorDiv,
     For,
     ForKind,
     IntImm,
@@ -110,7 +111,10 @@ def compute_at(func: PrimFunc, block_name: str, loop_var: Var, preserve_unit_loo
       ``T.init``; it has no opaque iterator; its ``T.where`` (if any) only bounds iterators to
       their domains;
     - its write index is one iterator plus an offset per dimension (free of other iterators),
-      each spatial iterator in exactly one dimension, no reduction iterator in it;
+      each spatial iterator in exactly one dimension, no reduction iterator in it; or, for a
+      block that writes a tile per instance (a blockized one, or a row), each dimension of its
+      write region is a tile ``[c * v + offset, c * v + offset + c)`` of one spatial iterator
+      ``v`` or free of iterators, each spatial iterator in exactly one dimension;
     - the extent of every needed region is a constant or has a constant bound;
     - the new bindings are quasi-affine, independent and without gaps over the loops (what
       ``tir.analysis.verify`` asks): a strided read ``R[vi * 3 + 1]`` or a clamped one
@@ -418,9 +422,8 @@ def _forward_ranges(
     analyzer = Analyzer()
     indices = region_point_indices(block.writes[0])
     if indices is None:
-        raise ScheduleError(
-            primitive, target, f"the block writes more than one element of {buffer.name} per instance", block.writes[0]
-        )
+        # A blockized block writes a tile per instance: [c * v + offset, c * v + offset + c).
+        return _forward_tile_ranges(primitive, target, index, realize, loop, consumers, buffer)
     simple, complex_dims = point_index_map(indices, block, analyzer)
     if complex_dims:
         raise ScheduleError(
@@ -457,6 +460,76 @@ def _forward_ranges(
             continue
         dim, offset = offsets[iter_var.var]
         ranges.append((needed[dim].min - offset, needed[dim].extent))
+    return ranges
+
+
+def _forward_tile_ranges(
+    primitive: str,
+    target: str,
+    index: TreeIndex,
+    realize: BlockRealize,
+    loop: For,
+    consumers: list[BlockRealize],
+    buffer: Buffer,
+) -> list[IterRange]:
+    """The ranges of the iterators of a block that writes a tile of ``buffer`` per instance,
+    each dimension ``[c * v + offset, c * v + offset + c)`` for one spatial iterator ``v``
+    (``c`` a positive constant; tiles side by side, no gap, no overlap), covering what the
+    consumers read in one iteration of ``loop``."""
+    block = realize.block
+    region = block.writes[0]
+    spatial, reduce, _ = iter_kinds(block)
+    own = {iv.var for iv in block.iter_vars}
+    analyzer = Analyzer()
+    tiles: dict[Var, tuple[int, int, PrimExpr]] = {}
+    for dim, rng in enumerate(region.region):
+        used = free_vars(rng.min) & own
+        step = rng.extent
+        var = next(iter(used)) if len(used) == 1 else None
+        offset = analyzer.simplify(substitute(rng.min, {var: IntImm(0, var.dtype)})) if var is not None else None
+        ok = (
+            var is not None
+            and offset is not None
+            and isinstance(step, IntImm)
+            and step.value >= 1
+            and not (free_vars(rng.extent) & own)
+            and analyzer.can_prove_equal(rng.min, var * step.value + offset)
+        )
+        if not used:
+            continue
+        if not ok or var in tiles:
+            raise ScheduleError(
+                primitive,
+                target,
+                f"the block writes more than one element of {buffer.name} per instance, and dimension {dim} of "
+                "that region is not a tile [c * v + offset, c * v + offset + c) of one iterator v",
+                region,
+            )
+        assert var is not None and offset is not None and isinstance(step, IntImm)
+        tiles[var] = (dim, step.value, offset)
+    for var in reduce:
+        if var in tiles:
+            raise ScheduleError(
+                primitive, target, f"the reduction iterator {var.name} appears in the write region of {buffer.name}"
+            )
+    for var in spatial:
+        if var not in tiles:
+            raise ScheduleError(
+                primitive,
+                target,
+                f"the iterator {var.name} does not appear in the write region of {buffer.name}, so the write is not "
+                "invertible",
+            )
+    needed = _consumed_region(index, loop, consumers, buffer)
+    ranges: list[IterRange] = []
+    for iter_var in block.iter_vars:
+        if iter_var.var not in tiles:
+            ranges.append(None)
+            continue
+        dim, step, offset = tiles[iter_var.var]
+        first = FloorDiv(needed[dim].min - offset, IntImm(step, offset.dtype))
+        last = FloorDiv(needed[dim].min + needed[dim].extent - 1 - offset, IntImm(step, offset.dtype))
+        ranges.append((first, last - first + 1))
     return ranges
 
 
