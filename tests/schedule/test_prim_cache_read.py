@@ -392,3 +392,26 @@ def test_cache_read_rejects_the_root_block() -> None:
 def test_cache_read_rejects_a_buffer_not_defined_in_the_scope() -> None:
     sch = Schedule(view_reader)
     refused(sch, view_reader, r"Av is not defined in the scope of block 'root'", sch.get_block("C"), 0, "local")
+
+
+# ---------------------------------------------------------------- int64 shapes (TVM's elementwise_shape_int64)
+
+
+@T.script
+def shape_int64(A: T.Buffer((T.int64(16), T.int64(8)), "float32"), C: T.Buffer((T.int64(16), T.int64(8)), "float32")):
+    B = T.alloc_buffer((T.int64(16), T.int64(8)), "float32")
+    for i, j in T.grid(16, 8):
+        with T.block("B"):
+            vi, vj = T.remap("SS", i, j)
+            B[vi, vj] = A[vi, vj] * 2.0
+    for i, j in T.grid(16, 8):
+        with T.block("C"):
+            vi, vj = T.remap("SS", i, j)
+            C[vi, vj] = B[vi, vj] + 1.0
+
+
+def test_cache_read_of_an_int64_shaped_buffer_read_with_int32_indices(golden) -> None:  # type: ignore[no-untyped-def]
+    sch = Schedule(shape_int64, debug=True)
+    sch.cache_read(sch.get_block("B"), 0, "global")
+    sch.cache_read(sch.get_block("C"), 0, "local")
+    check_schedule(sch, shape_int64, golden, "schedule/cache_read_int64_shape")

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from schedule_testing import check_numerics, check_schedule
+from schedule_testing import check_numerics, check_replay, check_schedule
 
 import tir
 import tir.script as T
@@ -411,3 +411,12 @@ def test_cache_write_rejects_another_access_in_the_same_loop_nest() -> None:
 
 def test_cache_write_rejects_a_buffer_not_defined_in_the_scope() -> None:
     refused(Schedule(view_writer), view_writer, r"Bv is not defined in the scope of block 'root'")
+
+
+def test_cache_write_of_an_int64_shaped_buffer_written_with_int32_indices() -> None:
+    from test_prim_cache_read import shape_int64
+
+    sch = Schedule(shape_int64, debug=True)
+    sch.cache_write(sch.get_block("B"), 0, "local")
+    check_numerics(shape_int64, sch.func)
+    check_replay(sch, shape_int64)

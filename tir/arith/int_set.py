@@ -389,6 +389,10 @@ def union_regions(
         if first is second:
             result.append(first)
             continue
+        if first.min.dtype != second.min.dtype:
+            # An int64-shaped buffer may be indexed in int32 in one place and int64 in another.
+            wide = first.min.dtype if first.min.dtype.bits >= second.min.dtype.bits else second.min.dtype
+            first, second = _range_as(first, wide), _range_as(second, wide)
         first_last = analyzer.simplify(first.min + first.extent - 1)
         second_last = analyzer.simplify(second.min + second.extent - 1)
         low = _ordered_end(analyzer, first.min, second.min, take_min=True)
@@ -406,6 +410,15 @@ def union_regions(
         else:
             result.append(Range(low, analyzer.simplify(high - low + 1)))
     return tuple(result)
+
+
+def _range_as(rng: Range, dtype: DataType) -> Range:
+    def cast(expr: PrimExpr) -> PrimExpr:
+        if expr.dtype == dtype:
+            return expr
+        return _const(expr.value, dtype) if isinstance(expr, IntImm) else Cast(dtype, expr)
+
+    return Range(cast(rng.min), cast(rng.extent))
 
 
 def _ordered_end(analyzer: Analyzer, a: PrimExpr, b: PrimExpr, take_min: bool) -> PrimExpr | None:

@@ -45,7 +45,7 @@ from tir.analysis.verify._context import (
 from tir.arith.int_set import eval_interval
 from tir.arith.simplify import Analyzer
 from tir.ir.buffer import Buffer, Range
-from tir.ir.expr import IntImm, Max, Min, PrimExpr, Var
+from tir.ir.expr import Cast, IntImm, Max, Min, PrimExpr, Var
 from tir.ir.functor import substitute
 from tir.ir.stmt import For
 
@@ -120,7 +120,11 @@ class _Relaxer:
         dims: list[Dim] = []
         for dom in region:
             start = self.subst(dom.min)
-            last = start if isinstance(dom.extent, IntImm) and dom.extent.value == 1 else start + self.subst(dom.extent) - 1
+            last = (
+                start
+                if isinstance(dom.extent, IntImm) and dom.extent.value == 1
+                else start + self.subst(dom.extent) - 1
+            )
             low, _ = eval_interval(start, self.ranges)
             _, high = eval_interval(last, self.ranges)
             if _bounded(low) and _bounded(high):
@@ -184,9 +188,21 @@ def _provable_miss(read: list[Dim], written: list[Dim], analyzer: Analyzer) -> i
     for d, (r, w) in enumerate(zip(read, written)):
         if r is None or w is None:
             continue
-        if analyzer.can_prove(r[0] < w[0]) or analyzer.can_prove(r[1] > w[1]):
+        if analyzer.can_prove(_lt(*_widened(r[0], w[0]))) or analyzer.can_prove(_lt(*_widened(w[1], r[1]))):
             return d
     return None
+
+
+def _widened(a: PrimExpr, b: PrimExpr) -> tuple[PrimExpr, PrimExpr]:
+    """``a`` and ``b`` in one integer type: indices of an int64-shaped buffer may be int32."""
+    if a.dtype == b.dtype:
+        return a, b
+    wide = a.dtype if a.dtype.bits >= b.dtype.bits else b.dtype
+    return (a if a.dtype == wide else Cast(wide, a)), (b if b.dtype == wide else Cast(wide, b))
+
+
+def _lt(a: PrimExpr, b: PrimExpr) -> PrimExpr:
+    return a < b
 
 
 def _show(dims: list[Dim], analyzer: Analyzer) -> str:

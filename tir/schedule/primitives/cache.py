@@ -265,7 +265,7 @@ def _clamp(region: Sequence[Range], shape: Sequence[PrimExpr], analyzer: Analyze
         low, end = rng.min, analyzer.simplify(rng.min + rng.extent)
         if not analyzer.can_prove(low >= 0):
             low = analyzer.simplify(Max(low, const(0, low.dtype)))
-        if not analyzer.can_prove(end <= extent):
+        if not analyzer.can_prove(end <= _as_dtype(extent, end)):
             end = analyzer.simplify(Min(end, _as_dtype(extent, end)))
         if low is rng.min and analyzer.can_prove_equal(end, rng.min + rng.extent):
             clamped.append(rng)
