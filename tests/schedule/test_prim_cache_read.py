@@ -415,3 +415,48 @@ def test_cache_read_of_an_int64_shaped_buffer_read_with_int32_indices(golden) ->
     sch.cache_read(sch.get_block("B"), 0, "global")
     sch.cache_read(sch.get_block("C"), 0, "local")
     check_schedule(sch, shape_int64, golden, "schedule/cache_read_int64_shape")
+
+
+# ---------------------------------------------------------------- placement next to the producer (TVM's cache_read_location)
+
+
+@T.script
+def tile_producer(X: T.Buffer((64,), "float32"), B: T.Buffer((64,), "float32"), C: T.Buffer((64,), "float32")):
+    A = T.alloc_buffer((64,), "float32")
+    for i in range(4):
+        for j in range(16):
+            with T.block("A"):
+                vi = T.spatial_axis(64, i * 16 + j)
+                A[vi] = X[vi] + 1.0
+        for j in range(16):
+            with T.block("B"):
+                vi = T.spatial_axis(64, i * 16 + j)
+                B[vi] = A[vi] * 2.0
+    for i in range(64):
+        with T.block("C"):
+            vi = T.spatial_axis(64, i)
+            C[vi] = A[vi] + 3.0
+
+
+def test_cache_read_goes_after_a_producer_in_the_same_loop(golden) -> None:  # type: ignore[no-untyped-def]
+    # A is produced a tile at a time in loop i, and B reads each tile right after: the copy
+    # goes between them, per iteration; C keeps reading A.
+    sch = Schedule(tile_producer, debug=True)
+    sch.cache_read(sch.get_block("B"), 0, "global")
+    check_schedule(sch, tile_producer, golden, "schedule/cache_read_after_tile_producer")
+
+
+def test_cache_read_for_a_consumer_after_the_loop_goes_before_it() -> None:
+    sch = Schedule(tile_producer, debug=True)
+    sch.cache_read(sch.get_block("B"), 0, "global", consumer_blocks=[sch.get_block("C")])
+    check_numerics(tile_producer, sch.func)
+    text = sch.func.script()
+    assert text.index('T.block("A_global")') > text.index('T.block("B")')
+
+
+def test_cache_read_refuses_consumers_on_both_sides_of_the_producer_loop_end() -> None:
+    sch = Schedule(tile_producer)
+    before = sch.func
+    with pytest.raises(ScheduleError, match="A is written between the place of the copy and the last consumer"):
+        sch.cache_read(sch.get_block("B"), 0, "global", consumer_blocks=[sch.get_block("B"), sch.get_block("C")])
+    assert sch.func is before

@@ -405,8 +405,12 @@ def test_cache_write_rejects_loop_bounds_depending_on_outer_loops() -> None:
     refused(Schedule(triangle), triangle, r"loop j has bounds that depend on outer loops")
 
 
-def test_cache_write_rejects_another_access_in_the_same_loop_nest() -> None:
-    refused(Schedule(same_nest), same_nest, r"another statement in the block's loop nest touches B")
+def test_cache_write_copies_back_inside_a_loop_nest_shared_with_a_reader() -> None:
+    sch = Schedule(same_nest, debug=True)
+    sch.cache_write(sch.get_block("B"), 0, "local")
+    check_numerics(same_nest, sch.func)
+    text = sch.func.script()
+    assert text.index('T.block("B_local")') < text.index('T.block("C")')
 
 
 def test_cache_write_rejects_a_buffer_not_defined_in_the_scope() -> None:
@@ -420,3 +424,13 @@ def test_cache_write_of_an_int64_shaped_buffer_written_with_int32_indices() -> N
     sch.cache_write(sch.get_block("B"), 0, "local")
     check_numerics(shape_int64, sch.func)
     check_replay(sch, shape_int64)
+
+
+def test_cache_write_copies_back_before_a_consumer_in_the_same_loop(golden) -> None:  # type: ignore[no-untyped-def]
+    # TVM's cache_write_location: A is written a tile at a time and B reads each tile in the
+    # same iteration, so the copy back goes between them.
+    from test_prim_cache_read import tile_producer
+
+    sch = Schedule(tile_producer, debug=True)
+    sch.cache_write(sch.get_block("A"), 0, "global")
+    check_schedule(sch, tile_producer, golden, "schedule/cache_write_before_tile_consumer")

@@ -136,11 +136,14 @@ def _check_visible(
     )
 
 
-def _path_to_scope(index: TreeIndex, realize: BlockRealize, scope: BlockRealize) -> list[Stmt]:
-    """Statements strictly between ``realize`` and the block of ``scope``, innermost first."""
+def _path_to_scope(
+    index: TreeIndex, realize: BlockRealize, scope: BlockRealize, stop: Stmt | None = None
+) -> list[Stmt]:
+    """Statements strictly between ``realize`` and the block of ``scope`` (or ``stop``, a
+    statement inside it), innermost first."""
     path = []
     for node in index.ancestors(realize):
-        if node is scope.block:
+        if node is scope.block or node is stop:
             break
         path.append(node)
     return path
@@ -246,10 +249,12 @@ def _cache_buffer_and_block_names(func: PrimFunc, index: TreeIndex, buffer: Buff
     return unique_name(base, buffer_names(func)), unique_name(base, set(index.blocks))
 
 
-def _outer_analyzer(index: TreeIndex, scope: BlockRealize) -> Analyzer:
-    """An analyzer that knows the ranges of the loops and block iterators around ``scope``'s body."""
+def _outer_analyzer(index: TreeIndex, scope: BlockRealize, within: Stmt | None = None) -> Analyzer:
+    """An analyzer that knows the ranges of the loops and block iterators around ``scope``'s body
+    (or around ``within``, a statement inside it)."""
     analyzer = Analyzer()
-    for node in [scope.block, *index.ancestors(scope.block)]:
+    start = scope.block if within is None else within
+    for node in [start, *index.ancestors(start)]:
         if isinstance(node, For):
             analyzer.bind(node.loop_var, Range(node.min, node.extent))
         elif isinstance(node, Block):
@@ -291,7 +296,10 @@ def cache_read(
     read (their read regions, relaxed over the loops of that scope with each iterator kept in its
     domain, so the ``T.where`` of a split loop is honoured; kept inside the buffer; a dimension
     whose bounds read memory is copied whole). The copy goes right before
-    the top-level statement of the scope that holds the first consumer; the consumers (by
+    the top-level statement of the scope that holds the first consumer, or, when that statement
+    also writes the buffer (a producer that runs a tile at a time in the consumers' loop), right
+    before the consumers inside the loops around both, copying per iteration what they read in
+    it (as TVM places it: after the producer); the consumers (by
     default the block itself, else ``consumer_blocks``: handles or names; the pure function
     takes their names as ``consumer_names``) then read the copy. Returns the new block (a
     ``BlockRV``; the pure function returns its name). Move the copy with ``compute_at`` to make
@@ -369,17 +377,30 @@ def cache_read(
     first, last = min(positions), max(positions)  # type: ignore[type-var]
     stmts = body_stmts(scope.block)
     assert first is not None and last is not None
-    for stmt in stmts[first : last + 1]:
-        if _accesses(stmt, buffer).writes:
+    # The copy goes right before the statement that holds the first consumer. Where that
+    # statement also writes the buffer (its producer runs in the same loop, as a tile at a
+    # time), the copy goes deeper: after the producer, inside the loops around both, copying
+    # per iteration what the consumers read in it.
+    within: SeqStmt | None = None
+    while True:
+        stale = next((stmt for stmt in stmts[first : last + 1] if _accesses(stmt, buffer).writes), None)
+        if stale is None:
+            break
+        inner = _loop_nest_body(stmts[first]) if first == last else None
+        if not isinstance(inner, SeqStmt) or any(_accesses(c.block, buffer).writes for c in consumers):
             raise ScheduleError(
                 primitive,
                 target,
                 f"{buffer.name} is written between the place of the copy and the last consumer; "
                 "the consumers would read a stale copy",
-                stmt,
+                stale,
             )
+        within = inner
+        stmts = list(inner.stmts)
+        positions = [_child_position(index, inner, consumer) for consumer in consumers]
+        first, last = min(positions), max(positions)  # type: ignore[type-var]
 
-    region = _read_region(index, scope, consumers, buffer, primitive)
+    region = _read_region(index, scope, consumers, buffer, primitive, within)
     cache_name, block_name_new = _cache_buffer_and_block_names(func, index, buffer, storage_scope)
     cache = Buffer(cache_name, buffer.shape, buffer.dtype, storage_scope)
     redirect = _ReplaceBuffers({buffer: cache})
@@ -387,8 +408,27 @@ def cache_read(
     rewritten = [_ReplaceRealizes(replacements).visit(stmt) for stmt in stmts[first : last + 1]]
     copy = _copy_nest(block_name_new, buffer, cache, region)
     body = seq(*stmts[:first], copy, *rewritten, *stmts[last + 1 :])
+    if within is not None:
+        func = replace_stmt(index, within, body)
+        index = TreeIndex(func)
+        scope = index.blocks[scope.block.name]
+        body = scope.block.body
     new_scope = scope.block.replace(body=body, alloc_buffers=(*scope.block.alloc_buffers, cache))
     return replace_stmt(index, scope, scope.replace(block=new_scope)), block_name_new
+
+
+def _loop_nest_body(stmt: Stmt) -> Stmt:
+    """The statement under a nest of loops (``stmt`` itself when it is no loop)."""
+    while isinstance(stmt, For):
+        stmt = stmt.body
+    return stmt
+
+
+def _child_position(index: TreeIndex, sequence: SeqStmt, stmt: Stmt) -> int:
+    """Which statement of ``sequence`` holds ``stmt``."""
+    chain = [stmt, *index.ancestors(stmt)]
+    at = next(k for k, node in enumerate(chain) if node is sequence)
+    return next(k for k, item in enumerate(sequence.stmts) if item is chain[at - 1])
 
 
 def _has_load(expr: PrimExpr) -> bool:
@@ -445,9 +485,15 @@ def _tighter(first: Range, second: Range, inner_vars: Sequence[Var], analyzer: A
 
 
 def _read_region(
-    index: TreeIndex, scope: BlockRealize, consumers: list[BlockRealize], buffer: Buffer, primitive: str
+    index: TreeIndex,
+    scope: BlockRealize,
+    consumers: list[BlockRealize],
+    buffer: Buffer,
+    primitive: str,
+    within: Stmt | None = None,
 ) -> tuple[Range, ...]:
-    """The hull of what ``consumers`` read of ``buffer``, over the loops inside ``scope``.
+    """The hull of what ``consumers`` read of ``buffer``, over the loops inside ``scope`` (or
+    inside ``within``, a statement sequence in it: the loops around it stay symbolic).
 
     Each dimension is the tighter of two hulls of the read region: with the bindings
     substituted and the loops swept (exact where the bindings are correlated), and with each
@@ -455,11 +501,11 @@ def _read_region(
     ``T.where`` of a split loop whose last tile runs past the iterator's extent: the block
     never runs there, so nothing it would read there was written (``region-cover``)."""
     region: tuple[Range, ...] | None = None
-    outer = _outer_analyzer(index, scope)
+    outer = _outer_analyzer(index, scope, within)
     for consumer in consumers:
         dom: dict[Var, Range] = {}
         inner_vars: list[Var] = []
-        for node in _path_to_scope(index, consumer, scope):
+        for node in _path_to_scope(index, consumer, scope, within):
             if isinstance(node, For):
                 dom[node.loop_var] = Range(node.min, node.extent)
                 inner_vars.append(node.loop_var)
@@ -499,7 +545,7 @@ def _read_region(
                 assert isinstance(merged, tuple)
                 region = merged
     assert region is not None
-    return _clamp(region, buffer.shape, _outer_analyzer(index, scope))
+    return _clamp(region, buffer.shape, outer)
 
 
 # ---------------------------------------------------------------- cache_write
@@ -510,7 +556,9 @@ def cache_write(func: PrimFunc, block_name: str, write_buffer_index: int, storag
 
     The block writes (and reads) a new buffer ``<C>_<scope>`` instead of ``C``; a new block of
     the same name, right after the top-level statement of the scope that holds the block, copies
-    what the block wrote back into ``C``, so later readers of ``C`` see the same values. An init
+    what the block wrote back into ``C``, so later readers of ``C`` see the same values. Where
+    that statement also touches ``C`` (a reader in the same loop, a tile at a time), the copy back
+    goes right after the block's own loops inside the loops around both, per iteration. An init
     (``T.init()``) targets the cache too. Returns the new block's name.
 
     Preconditions (the copy back must write exactly the elements the block wrote, with the
@@ -527,7 +575,7 @@ def cache_write(func: PrimFunc, block_name: str, write_buffer_index: int, storag
       an init, the first iteration of the loops that feed no index has the reduction
       iterators at their start (so the first instance of each element runs the init);
     - ``C`` is defined in the block's scope (not a view or allocation of the block itself),
-      and nothing else in the block's top-level loop nest touches it.
+      and nothing else in the loop nest the copy back follows touches it.
 
     Before (``cache_write(C, 0, "local")``)::
 
@@ -613,16 +661,28 @@ def cache_write(func: PrimFunc, block_name: str, write_buffer_index: int, storag
             f"its init must store to {buffer.name} unconditionally before anything else touches it",
             block.init,
         )
-    copy_region = _written_box(index, scope, realize, region, primitive, by_init is True)
+    # The copy back goes right after the statement that holds the block. Where that statement
+    # also touches the buffer (its consumers run in the same loop, a tile at a time), the copy
+    # goes deeper: right after the block's own loops, inside the loops around it and them,
+    # copying per iteration what the block wrote in it.
     stmts = body_stmts(scope.block)
-    others = _accesses(stmts[position], buffer, skip=frozenset({id(realize)}))
-    if others.reads or others.writes:
-        raise ScheduleError(
-            primitive,
-            target,
-            f"another statement in the block's loop nest touches {buffer.name}; it would run before the copy back",
-            stmts[position],
-        )
+    within: SeqStmt | None = None
+    while True:
+        others = _accesses(stmts[position], buffer, skip=frozenset({id(realize)}))
+        if not (others.reads or others.writes):
+            break
+        inner = _loop_nest_body(stmts[position])
+        if not isinstance(inner, SeqStmt):
+            raise ScheduleError(
+                primitive,
+                target,
+                f"another statement in the block's loop nest touches {buffer.name}; it would run before the copy back",
+                stmts[position],
+            )
+        within = inner
+        stmts = list(inner.stmts)
+        position = _child_position(index, inner, realize)
+    copy_region = _written_box(index, scope, realize, region, primitive, by_init is True, within)
 
     cache_name, block_name_new = _cache_buffer_and_block_names(func, index, buffer, storage_scope)
     cache = Buffer(cache_name, buffer.shape, buffer.dtype, storage_scope)
@@ -630,6 +690,11 @@ def cache_write(func: PrimFunc, block_name: str, write_buffer_index: int, storag
     rewritten = _ReplaceRealizes({id(realize): new_realize}).visit(stmts[position])
     copy = _copy_nest(block_name_new, cache, buffer, copy_region)
     body = seq(*stmts[:position], rewritten, copy, *stmts[position + 1 :])
+    if within is not None:
+        func = replace_stmt(index, within, body)
+        index = TreeIndex(func)
+        scope = index.blocks[scope.block.name]
+        body = scope.block.body
     new_scope = scope.block.replace(body=body, alloc_buffers=(*scope.block.alloc_buffers, cache))
     return replace_stmt(index, scope, scope.replace(block=new_scope)), block_name_new
 
@@ -724,18 +789,28 @@ def _conjuncts(cond: PrimExpr) -> list[PrimExpr]:
 
 
 def _written_box(
-    index: TreeIndex, scope: BlockRealize, realize: BlockRealize, region: BufferRegion, primitive: str, by_init: bool
+    index: TreeIndex,
+    scope: BlockRealize,
+    realize: BlockRealize,
+    region: BufferRegion,
+    primitive: str,
+    by_init: bool,
+    within: Stmt | None = None,
 ) -> list[Range]:
-    """The exact box of elements the instances of ``realize`` write (see ``cache_write``).
+    """The exact box of elements the instances of ``realize`` write (see ``cache_write``), over
+    the loops inside ``scope`` (or inside ``within``: the loops around it stay symbolic).
 
     With ``by_init`` the element is first written by the init, so the first instance of each
     element (the first iteration of the loops that feed no index) must run it.
     """
     target = block_target(realize)
-    loops = index.loops_above(realize)
+    if within is None:
+        loops = index.loops_above(realize)
+    else:
+        loops = [node for node in reversed(_path_to_scope(index, realize, scope, within)) if isinstance(node, For)]
     loop_of = {loop.loop_var: loop for loop in loops}
     loop_vars = set(loop_of)
-    analyzer = _outer_analyzer(index, scope)
+    analyzer = _outer_analyzer(index, scope, within)
     for loop in loops:
         if _uses_vars(loop.min, loop_vars) or _uses_vars(loop.extent, loop_vars):
             raise ScheduleError(
