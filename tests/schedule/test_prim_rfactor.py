@@ -400,9 +400,19 @@ CASES: list[tuple[str, PrimFunc, Callable[[Schedule], object], str]] = [
         "cannot show that the output B",
     ),
     ("spatial loop", rowsum, lambda s: s.rfactor(_loop(s, "B", 0), 0), "loop i: the loop drives no reduce iterator"),
-    ("loop drives both", fused, lambda s: s.rfactor(_loop(s, "B", 0), 0), "drives a spatial iterator of block 'B' as well"),
+    (
+        "loop drives both",
+        fused,
+        lambda s: s.rfactor(_loop(s, "B", 0), 0),
+        "drives a spatial iterator of block 'B' as well",
+    ),
     ("another loop drives both", fused_outer, lambda s: s.rfactor(_loop(s, "B", 1), 0), "loop f drives both"),
-    ("factor_axis", rowsum, lambda s: s.rfactor(_loop(s, "B", 1), 2), r"factor_axis must be in \[0, 1\] for B, got 2"),
+    (
+        "factor_axis",
+        rowsum,
+        lambda s: s.rfactor(_loop(s, "B", 1), 2),
+        r"factor_axis must be in \[-2, 1\] for B \(negative: counted from the end\), got 2",
+    ),
     ("symbolic extent", symbolic, lambda s: s.rfactor(_loop(s, "B", 1), 0), "needs a constant min and extent"),
     (
         "reduce loop bounds use a loop",
@@ -484,3 +494,13 @@ def test_rfactor_then_decompose_both_and_vectorize(golden) -> None:  # type: ign
     sch.decompose_reduction(block, sch.get_loops(block)[2])
     sch.vectorize(k1)  # the factored loop drives a spatial iterator of C_rf
     check_schedule(sch, matmul, golden, "schedule/rfactor_decompose_vectorize", rtol=RTOL)
+
+
+@pytest.mark.parametrize(("negative", "positive"), [(-1, 1), (-2, 0)])
+def test_rfactor_negative_factor_axis_counts_from_the_end(negative: int, positive: int) -> None:
+    # TVM's test_reduction_rfactor_factor_axis_range: -1 puts the new dimension last.
+    first, second = Schedule(rowsum, debug=True), Schedule(rowsum, debug=True)
+    first.rfactor(_loop(first, "B", 1), negative)
+    second.rfactor(_loop(second, "B", 1), positive)
+    assert tir.structural_equal(first.func, second.func)
+    check_numerics(rowsum, first.func)

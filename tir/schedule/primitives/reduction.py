@@ -560,8 +560,8 @@ def rfactor(func: PrimFunc, loop_var: Var, factor_axis: int) -> tuple[PrimFunc, 
     it has an init and is a reduction (spatial and reduce iterators only, one or more reduce,
     no buffer of its own) of the form above, with one output whose index uses the spatial
     iterators only (one element per spatial point) and an init value that is the identity of
-    ``op``; ``loop`` drives a reduce iterator and no spatial iterator; ``0 <= factor_axis <=
-    ndim(C)``; ``loop`` has a constant min and extent; no loop drives both spatial and reduce
+    ``op``; ``loop`` drives a reduce iterator and no spatial iterator; ``-(ndim(C) + 1) <=
+    factor_axis <= ndim(C)`` (a negative axis counts from the end: -1 puts it last); ``loop`` has a constant min and extent; no loop drives both spatial and reduce
     iterators; the bounds of the reduce loops use no loop or block iterator; only loops lie
     between the outermost reduce loop and the block; the copied loops' bounds do not use the
     loops left out, nor do the predicate conjuncts without a reduce loop (the write-back keeps
@@ -666,10 +666,15 @@ def rfactor(func: PrimFunc, loop_var: Var, factor_axis: int) -> tuple[PrimFunc, 
             realize,
         )
     ndim = len(output.shape)
-    if isinstance(factor_axis, bool) or not isinstance(factor_axis, int) or not 0 <= factor_axis <= ndim:
+    if isinstance(factor_axis, bool) or not isinstance(factor_axis, int) or not -(ndim + 1) <= factor_axis <= ndim:
         raise ScheduleError(
-            primitive, loop_target(loop), f"factor_axis must be in [0, {ndim}] for {output.name}, got {factor_axis!r}"
+            primitive,
+            loop_target(loop),
+            f"factor_axis must be in [{-(ndim + 1)}, {ndim}] for {output.name} (negative: counted from the end), "
+            f"got {factor_axis!r}",
         )
+    if factor_axis < 0:
+        factor_axis += ndim + 1  # -1: the new dimension goes last, as in TVM
     extent = const_extent(loop, primitive)
     loops = shape.loops
     mixed = shape.mixed_loop(loops)
