@@ -971,10 +971,18 @@ def to_fused_form(sch: Schedule, block: BlockRV, candidate: TensorizeCandidate) 
     # 3. pad to multiples of the intrinsic's extents
     if candidate.padded:
         sch.pad_einsum(block, list(plan.padding))
-    # 4. the layouts the intrinsic reads
+    # 4. the layouts the intrinsic reads (of copies only: transforming a parameter would change
+    # the function's signature, which a tuned kernel must keep)
     for role in plan.roles:
         if role.final_map is not None:
-            sch.transform_layout(block, where(role), role.final_map)
+            kind, position = where(role)
+            realize = sch.resolve_block(block, "apply_candidate")
+            regions = realize.block.writes if kind == "write" else realize.block.reads
+            if any(regions[position].buffer is param for param in sch.func.params):
+                raise ScheduleError(
+                    "apply_candidate", f"block {realize.block.name!r}", "the layout change would reach a parameter"
+                )
+            sch.transform_layout(block, (kind, position), role.final_map)
     realize = sch.resolve_block(block, "apply_candidate")
     nest = sch.index.loops_above(realize)
     handles = sch.get_loops(block)

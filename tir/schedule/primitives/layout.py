@@ -481,7 +481,7 @@ def _check_instances_cover(
 def transform_layout(
     func: PrimFunc, block_name: str, buffer_kind: str, buffer_index: int, index_map: IndexMapLike
 ) -> PrimFunc:
-    """Store a buffer allocated in the function in a new layout given by ``index_map``.
+    """Store a buffer in a new layout given by ``index_map``.
 
     The buffer is the block's ``buffer_index``-th read (``buffer_kind="read"``) or write; the
     change applies to every block that uses it. The new shape is the image of the old one
@@ -491,8 +491,11 @@ def transform_layout(
     (simplified under the iterator and loop ranges), every declared region is mapped (relaxed
     to a box when it is not a point), and the allocation gets the new shape.
 
-    Preconditions: the buffer is allocated in the function (not a parameter: that would change
-    the function's signature), has no explicit strides or offset, is not viewed by a
+    A function parameter may be transformed too (its shape constant): the signature changes, so
+    callers pass and get back arrays in the new layout (as TVM's signature rewrite).
+
+    Preconditions: the buffer is allocated in the function or is a parameter of constant
+    shape, has no explicit strides or offset, is not viewed by a
     ``match_buffer``, is never accessed with a vector index (``T.ramp``), and the map takes one
     index per dimension and is a bijection onto a box from 0.
 
@@ -529,15 +532,17 @@ def transform_layout(
     realize = find_block(index, block_name, primitive)
     buffer = region_buffer(realize, buffer_kind, buffer_index, primitive)
     target = f"{block_target(realize)}, buffer {buffer.name}"
-    if any(param is buffer for param in func.params):
-        raise ScheduleError(
-            primitive,
-            target,
-            f"{buffer.name} is a parameter; only buffers allocated inside the function can change layout "
-            "(cache_read / cache_write it first, then transform the copy)",
-        )
-    owner = allocating_block(func, buffer)
-    if owner is None:
+    is_param = any(param is buffer for param in func.params)
+    if is_param:
+        # The signature changes: callers pass (and get back) the array in the new layout.
+        if buffer.const_shape() is None:
+            raise ScheduleError(
+                primitive,
+                target,
+                f"{buffer.name} is a parameter with a symbolic shape, which defines its size variables; "
+                "cache_read / cache_write it first, then transform the copy",
+            )
+    elif allocating_block(func, buffer) is None:
         raise ScheduleError(
             primitive, target, f"{buffer.name} is not allocated by a block of the function (a match_buffer view?)"
         )
@@ -565,7 +570,8 @@ def transform_layout(
     image = bijective_box_image(index_map, domain, primitive, target, f"the shape {list(map(str, buffer.shape))}")
     new_buffer = buffer.replace(shape=tuple(image.shape))
     rewriter = _LayoutRewriter(buffer, new_buffer, index_map)
-    return func.replace(body=rewriter.visit(func.body))
+    params = tuple(new_buffer if param is buffer else param for param in func.params)
+    return func.replace(params=params, body=rewriter.visit(func.body))
 
 
 def _coerce_map(index_map: IndexMapLike, ndim: int, dtypes: Sequence[Any], primitive: str, target: str) -> IndexMap:
