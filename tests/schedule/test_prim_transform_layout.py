@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import pytest
-from schedule_testing import check_schedule
+from schedule_testing import check_numerics, check_schedule
 
 import tir
 import tir.script as T
-from tir.ir import PrimFunc
+from tir.ir import PrimExpr, PrimFunc
 from tir.schedule import Schedule, ScheduleError
 from tir.schedule.index_map import IndexMap, IndexMapError
 
@@ -225,3 +227,38 @@ def test_transform_layout_refuses_a_parameter_of_symbolic_shape() -> None:
     sch = Schedule(symbolic_rows)
     with pytest.raises(ScheduleError, match="A is a parameter with a symbolic shape"):
         sch.transform_layout(sch.get_block("C"), ("read", 0), lambda i, j: (j, i))
+
+
+@T.script
+def fourteen(A: T.Buffer((14,), "float32"), C: T.Buffer((14,), "float32")):
+    B = T.alloc_buffer((14,), "float32")
+    for i in range(14):
+        with T.block("B"):
+            vi = T.remap("S", i)
+            B[vi] = A[vi] * 2.0
+    for i in range(14):
+        with T.block("C"):
+            vi = T.remap("S", i)
+            C[vi] = B[vi] + 1.0
+
+
+def test_transform_layout_with_implicit_padding(golden) -> None:  # type: ignore[no-untyped-def]
+    # One-to-one onto 14 of the 16 points of a 4 x 4 box: the buffer gets the box, the two
+    # padding elements are never touched.
+    sch = Schedule(fourteen, debug=True)
+    sch.transform_layout(sch.get_block("B"), ("write", 0), lambda i: (i // 4, i % 4))
+    assert sch.get(sch.get_block("B")).writes[0].buffer.const_shape() == (4, 4)
+    check_schedule(sch, fourteen, golden, "schedule/transform_layout_implicit_padding")
+
+
+def test_transform_layout_with_a_sampled_factor() -> None:
+    # An ExprRV in the map contributes its sampled value (TVM's ExprRV index maps).
+    def split_by(f: object) -> Callable[[PrimExpr], tuple[PrimExpr, PrimExpr]]:
+        return lambda i: (i // f, i % f)
+
+    for decision, factor in ((0, 2), (1, 7)):
+        sch = Schedule(fourteen, debug=True)
+        f = sch.sample_categorical([2, 7], [0.5, 0.5], decision=decision)
+        sch.transform_layout(sch.get_block("B"), ("write", 0), split_by(f))
+        assert sch.get(sch.get_block("B")).writes[0].buffer.const_shape() == (14 // factor, factor)
+        check_numerics(fourteen, sch.func)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import enum
 import math
+import operator
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Union
@@ -480,6 +481,9 @@ def convert(value: Any, like: DataType | None = None) -> PrimExpr:
                 raise TypeError(f"cannot mix the float {value!r} with a {like} expression")
             return const(value, like)
         return const(value)
+    if hasattr(type(value), "__index__"):
+        # An integer-like object (a schedule's sampled ExprRV, a numpy integer): its value.
+        return convert(operator.index(value), like)
     raise TypeError(f"cannot convert {type(value).__name__} {value!r} to an IR expression")
 
 

@@ -13,7 +13,8 @@ import numpy as np
 
 from tir.arith import Analyzer
 from tir.arith.evaluate import evaluate_int
-from tir.arith.iter_map import detect_iter_map
+from tir.arith.int_set import eval_interval
+from tir.arith.iter_map import detect_iter_map, determined_vars
 from tir.ir import (
     Block,
     BlockRealize,
@@ -401,18 +402,24 @@ class BoxImage:
 
 
 def bijective_box_image(
-    index_map: IndexMap, domain: Sequence[Range], primitive: str, target: str, what: str
+    index_map: IndexMap, domain: Sequence[Range], primitive: str, target: str, what: str, padding: bool = False
 ) -> BoxImage:
     """The image of the box ``domain`` under ``index_map``, refused unless the map sends the box
     one-to-one onto a box starting at 0.
 
     iter_map decides quasi-affine maps (symbolic extents too); other maps of small constant
-    boxes are enumerated.
+    boxes are enumerated. With ``padding``, a one-to-one map onto part of a box from 0 is
+    accepted too (``i -> (i // 4, i % 4)`` on 14 elements fills 14 of a 4 x 4 box): the image
+    is that bounding box, and its other points are padding no index reaches.
     """
     dom_map = dict(zip(index_map.params, domain))
     result = detect_iter_map(list(index_map.results), dom_map, True, "bijective")
     reasons = list(result.errors)
     analyzer = Analyzer()
+    if not result.ok and padding:
+        padded = _padded_box_image(index_map, dom_map, analyzer)
+        if padded is not None:
+            return padded
     if result.ok:
         shape = []
         for k, rng in enumerate(result.ranges):
@@ -428,7 +435,7 @@ def bijective_box_image(
     extents = [rng.extent.value if isinstance(rng.extent, IntImm) else None for rng in domain]
     starts = [rng.min.value if isinstance(rng.min, IntImm) else None for rng in domain]
     if None not in extents and None not in starts and math.prod(extents) <= ENUMERATION_LIMIT:  # type: ignore[arg-type]
-        shape_or_reason = _enumerate_box(index_map, starts, extents)  # type: ignore[arg-type]
+        shape_or_reason = _enumerate_box(index_map, starts, extents, padding)  # type: ignore[arg-type]
         if isinstance(shape_or_reason, list):
             dtype = index_map.results[0].dtype
             return BoxImage([const(e, dtype) for e in shape_or_reason], False)
@@ -440,7 +447,26 @@ def bijective_box_image(
     )
 
 
-def _enumerate_box(index_map: IndexMap, starts: list[int], extents: list[int]) -> list[int] | str:
+def _padded_box_image(index_map: IndexMap, dom_map: dict[Var, Range], analyzer: Analyzer) -> BoxImage | None:
+    """The bounding box from 0 of a map proved one-to-one on ``dom_map`` (every variable
+    determined by the results, ``determined_vars``), or None."""
+    determined = {id(var) for var in determined_vars(list(index_map.results), dom_map)}
+    if not all(id(var) in determined for var in dom_map):
+        return None
+    for var, rng in dom_map.items():
+        analyzer.bind(var, rng)
+    shape = []
+    for result in index_map.results:
+        low, high = eval_interval(result, dom_map)
+        if not analyzer.can_prove_equal(low, 0) or not analyzer.can_prove(high >= 0):
+            return None
+        shape.append(analyzer.simplify(high + 1))
+    return BoxImage(shape, False)
+
+
+def _enumerate_box(
+    index_map: IndexMap, starts: list[int], extents: list[int], padding: bool = False
+) -> list[int] | str:
     axes = [np.arange(s, s + e, dtype=np.int64) for s, e in zip(starts, extents)]
     grids = np.meshgrid(*axes, indexing="ij") if axes else []
     env = {id(param): grid.ravel() for param, grid in zip(index_map.params, grids)}
@@ -457,7 +483,7 @@ def _enumerate_box(index_map: IndexMap, starts: list[int], extents: list[int]) -
         if low != 0:
             return f"index {k} starts at {low}, not 0"
         shape.append(int(value.max()) + 1 if count else 0)
-    if math.prod(shape) != count:
+    if math.prod(shape) != count and not padding:
         return f"the image has {count} points but its bounding box [0, {shape}) has {math.prod(shape)}"
     flat = np.zeros(count, dtype=np.int64)
     for value, extent in zip(values, shape):

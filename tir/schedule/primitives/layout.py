@@ -487,7 +487,9 @@ def transform_layout(
     change applies to every block that uses it. The new shape is the image of the old one
     under the map, which must send the old box ``[0, shape)`` one-to-one onto a box starting
     at 0 (decided with ``tir.arith.iter_map`` for quasi-affine maps, by enumeration for other
-    maps of small constant shapes). Every access ``A[idx]`` becomes ``A[map(idx)]``
+    maps of small constant shapes); a one-to-one map onto part of such a box is accepted too,
+    the rest of the box being padding that no access reaches (``i -> (i // 4, i % 4)`` stores 14
+    elements in a 4 x 4 buffer). Every access ``A[idx]`` becomes ``A[map(idx)]``
     (simplified under the iterator and loop ranges), every declared region is mapped (relaxed
     to a box when it is not a point), and the allocation gets the new shape.
 
@@ -567,7 +569,9 @@ def transform_layout(
                 primitive, target, f"{buffer.name} is accessed with a vector index: {_show_access(access)}"
             )
     domain = [Range(const(0, extent.dtype), extent) for extent in buffer.shape]
-    image = bijective_box_image(index_map, domain, primitive, target, f"the shape {list(map(str, buffer.shape))}")
+    image = bijective_box_image(
+        index_map, domain, primitive, target, f"the shape {list(map(str, buffer.shape))}", padding=True
+    )
     new_buffer = buffer.replace(shape=tuple(image.shape))
     rewriter = _LayoutRewriter(buffer, new_buffer, index_map)
     params = tuple(new_buffer if param is buffer else param for param in func.params)
