@@ -323,6 +323,13 @@ def act_compute_location(sch: Schedule, data: st.DataObject) -> Callable[[], Any
     return call
 
 
+def act_reorder_block_iter_var(sch: Schedule, data: st.DataObject) -> Callable[[], Any] | None:
+    block = draw_block(sch, data)
+    count = len(sch.get(block).iter_vars)
+    order = data.draw(st.permutations(list(range(count))), label="iterator order")
+    return lambda: sch.reorder_block_iter_var(block, order)
+
+
 ACTIONS: dict[str, Action] = {
     "split": act_split,
     "sample_perfect_tile+split": act_sample_and_split,
@@ -345,6 +352,7 @@ ACTIONS: dict[str, Action] = {
     "merge_reduction": act_merge_reduction,
     "rfactor": act_rfactor,
     "sample_compute_location": act_compute_location,
+    "reorder_block_iter_var": act_reorder_block_iter_var,
 }
 
 

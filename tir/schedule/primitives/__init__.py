@@ -4,6 +4,7 @@ IR -> IR functions and their precondition checks."""
 from __future__ import annotations
 
 from tir.schedule.primitives.annotate import AnnotationPrimitives
+from tir.schedule.primitives.block_iters import BlockIterPrimitives
 from tir.schedule.primitives.blockize import BlockizePrimitives
 from tir.schedule.primitives.cache import CachePrimitives
 from tir.schedule.primitives.compute_location import ComputeLocationPrimitives
@@ -24,5 +25,6 @@ class PrimitiveMixins(
     SamplingPrimitives,
     BlockizePrimitives,
     LayoutPrimitives,
+    BlockIterPrimitives,
 ):
     """All primitive families."""
