@@ -635,15 +635,27 @@ def test_unannotate_loop_and_block(golden) -> None:  # type: ignore[no-untyped-d
     check_schedule(sch, scale, golden, "schedule/unannotate")
 
 
-@pytest.mark.parametrize("value", [{"a": 1}, [[1, 2]], None, (1, 2)])
+@pytest.mark.parametrize("value", [{1: 1}, [[1, None]], None, (1, 2), {"a": (1,)}])
 def test_annotate_refuses_a_value_of_another_type(value: object) -> None:
     sch = Schedule(scale)
     i, _ = _loops(sch)
     _refused(
         sch,
         lambda: sch.annotate(i, "key", value),
-        r"annotate: loop i: an annotation value must be an int, float, str, bool or a list of those",
+        r"annotate: loop i: an annotation value must be an int, float, str, bool, or a list or a dict",
     )
+
+
+def test_annotate_with_a_dict_value() -> None:
+    # TVM's loop annotations whose value is a dict: printed as Python data, read back, replayed.
+    sch = Schedule(scale, debug=True)
+    i, _ = _loops(sch)
+    value = {"a": 1, "b": [1, 2], "c": {"d": "e"}}
+    sch.annotate(i, "pragma_x", value)
+    value["a"] = 2  # the schedule and its trace keep their own copies
+    assert sch.get_loop_node(i).annotations == {"pragma_x": {"a": 1, "b": [1, 2], "c": {"d": "e"}}}
+    assert tir.structural_equal(tir.parse(sch.func.script()), sch.func)
+    check_replay(sch, scale)
 
 
 def test_annotate_refuses_an_empty_key() -> None:

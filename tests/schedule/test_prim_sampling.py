@@ -8,7 +8,7 @@ import random
 from collections import Counter
 
 import pytest
-from schedule_testing import check_schedule
+from schedule_testing import check_replay, check_schedule
 
 import tir
 import tir.script as T
@@ -159,11 +159,19 @@ def test_perfect_tile_refuses(kwargs: dict, message: str) -> None:  # type: igno
     assert len(sch.trace) == length and sch.func is matmul
 
 
-def test_perfect_tile_refuses_a_symbolic_extent() -> None:
-    sch = Schedule(symbolic)
+def test_perfect_tile_of_a_symbolic_extent_leaves_it_to_split() -> None:
+    # As TVM: [-1, 1, ...]; split reads the sampled -1 as the inferred factor.
+    sch = Schedule(symbolic, debug=True)
     (i,) = sch.get_loops(sch.get_block("A"))
-    with pytest.raises(ScheduleError, match="sample_perfect_tile: loop i: the loop needs a constant extent"):
-        sch.sample_perfect_tile(i, n=2)
+    sizes = sch.sample_perfect_tile(i, n=3)
+    assert [size.value for size in sizes] == [-1, 1, 1]
+    outer, _, _ = sch.split(i, sizes)
+    assert "for i_0, i_1, i_2 in T.grid(n, 1, 1):" in sch.func.script()
+    check_replay(sch, symbolic)
+    other = Schedule(symbolic)
+    (j,) = other.get_loops(other.get_block("A"))
+    with pytest.raises(ScheduleError, match=r"the decision must be \[-1, 1\]"):
+        other.sample_perfect_tile(j, n=2, decision=[2, 1])
 
 
 # ---------------------------------------------------------------- sample_categorical

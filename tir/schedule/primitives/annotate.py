@@ -15,6 +15,7 @@ and blocks under the loop that share a buffer touch disjoint parts of it per ite
 
 from __future__ import annotations
 
+import copy
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -634,16 +635,24 @@ _SCALARS = (bool, int, float, str)
 def _check_annotation(primitive: str, target: str, key: Any, value: Any) -> None:
     if not isinstance(key, str) or not key:
         raise ScheduleError(primitive, target, f"the annotation key must be a non-empty string, got {key!r}")
+    if not _plain_value(value):
+        raise ScheduleError(
+            primitive,
+            target,
+            "an annotation value must be an int, float, str, bool, or a list or a dict (with string keys) of "
+            f"those, got {value!r}",
+        )
+
+
+def _plain_value(value: Any) -> bool:
+    """Data that prints as Python and reads back: scalars, and lists and string-keyed dicts of them."""
+    if isinstance(value, _SCALARS):
+        return True
     if isinstance(value, list):
-        if all(isinstance(item, _SCALARS) for item in value):
-            return
-    elif isinstance(value, _SCALARS):
-        return
-    raise ScheduleError(
-        primitive,
-        target,
-        f"an annotation value must be an int, float, str, bool or a list of those, got {value!r}",
-    )
+        return all(_plain_value(item) for item in value)
+    if isinstance(value, dict):
+        return all(isinstance(k, str) and _plain_value(v) for k, v in value.items())
+    return False
 
 
 def _annotated_stmt(index: TreeIndex, target: str | Var, primitive: str) -> tuple[For | BlockRealize, str]:
@@ -687,7 +696,7 @@ def annotate(func: PrimFunc, target: str | Var, key: str, value: Any) -> PrimFun
     stmt, where = _annotated_stmt(index, target, "annotate")
     _check_annotation("annotate", where, key, value)
     current = stmt.annotations if isinstance(stmt, For) else stmt.block.annotations
-    stored = list(value) if isinstance(value, list) else value
+    stored = copy.deepcopy(value) if isinstance(value, (list, dict)) else value
     return _with_annotations(index, stmt, {**current, key: stored})
 
 
@@ -747,7 +756,8 @@ class AnnotationPrimitives:
     @doc_from(annotate)
     def annotate(self, block_or_loop: BlockRV | LoopRV, ann_key: str, ann_val: Any) -> None:  # type: ignore[misc]
         target = self._annotation_target(block_or_loop, "annotate")
-        ann_val = list(ann_val) if isinstance(ann_val, list) else ann_val  # the trace keeps its own copy
+        # The trace keeps its own copy.
+        ann_val = copy.deepcopy(ann_val) if isinstance(ann_val, (list, dict)) else ann_val
         # A sampled value (ExprRV) is stored as its integer; the trace keeps the handle, so a
         # replay with another decision annotates with the new sample.
         value = ann_val.value if isinstance(ann_val, ExprRV) else ann_val

@@ -632,7 +632,11 @@ class LoopPrimitives:
                 "disable_predication=True is not supported: a tail without its predicate would run "
                 "iterations outside the loop's extent",
             )
-        sizes = [None if f is None else self.resolve_int(f, "split") for f in factors]  # type: ignore[attr-defined]
+        # A sampled -1 (sample_perfect_tile of a symbolic extent) is the inferred factor, as in TVM.
+        sizes = [
+            None if f is None or (isinstance(f, ExprRV) and int(f) == -1) else self.resolve_int(f, "split")  # type: ignore[attr-defined]
+            for f in factors
+        ]
         return self._apply(  # type: ignore[attr-defined]
             "split", (loop,), {"factors": list(factors)}, lambda func: split(func, for_node.loop_var, sizes)
         )

@@ -130,7 +130,10 @@ class SamplingPrimitives:
                     vi = T.spatial_axis(16, i_0 * 8 + i_1 * 2 + i_2)
                     ...
 
-        Refused: a loop without a constant extent; ``n < 1`` or ``max_innermost_factor < 1``;
+        A loop of symbolic extent gets ``[-1, 1, ..., 1]`` (as TVM): ``split`` reads the sampled
+        -1 as the inferred factor, so the outer loop keeps the whole extent.
+
+        Refused: ``n < 1`` or ``max_innermost_factor < 1``;
         no factorization fits (``n == 1`` and the extent is above ``max_innermost_factor``); a
         decision that is not ``n`` positive integers with the extent as product and the last
         at most ``max_innermost_factor``.
@@ -138,11 +141,26 @@ class SamplingPrimitives:
         primitive = "sample_perfect_tile"
         node = self.resolve_loop(loop, primitive)  # type: ignore[attr-defined]
         target = loop_target(node)
-        if not (isinstance(node.extent, IntImm) and isinstance(node.min, IntImm)):
-            raise ScheduleError(primitive, target, "the loop needs a constant extent", node)
-        extent = node.extent.value
         if isinstance(n, bool) or not isinstance(n, int) or n < 1:
             raise ScheduleError(primitive, target, f"n must be a positive integer, got {n!r}")
+        if not isinstance(node.extent, IntImm):
+            # A symbolic extent has no factorization to sample: as TVM, the outermost size is
+            # -1 (split infers it: the whole extent) and the others 1.
+            sizes = [-1] + [1] * (n - 1)
+            if decision is not None and list(decision) != sizes:
+                raise ScheduleError(
+                    primitive, target, f"the loop has the symbolic extent {node.extent}; the decision must be {sizes}"
+                )
+            outputs = [self.expr_rv(size) for size in sizes]  # type: ignore[attr-defined]
+            self._record(  # type: ignore[attr-defined]
+                primitive,
+                (loop,),
+                {"n": n, "max_innermost_factor": max_innermost_factor},
+                outputs,
+                decision=list(sizes),
+            )
+            return outputs
+        extent = node.extent.value
         if isinstance(max_innermost_factor, bool) or not isinstance(max_innermost_factor, int):
             raise ScheduleError(
                 primitive, target, f"max_innermost_factor must be an integer, got {max_innermost_factor!r}"
