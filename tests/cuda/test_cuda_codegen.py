@@ -10,6 +10,7 @@ import tir
 import tir.script as T
 from tir.codegen.cuda import codegen_cuda
 from tir.codegen.cuda_compile import CudaCompileError, compile_cuda, disassemble
+from tir.schedule import Schedule
 from tir.transform import LoweringError, lower
 from tir.transform.insert_syncthreads import SYNC_OP
 
@@ -184,3 +185,21 @@ def test_vectorized_copies_run(shift: int, lanes: int) -> None:
     b = np.full(1024, np.nan, "float32")
     module(a, b)
     np.testing.assert_array_equal(b, a[shift : shift + 1024])
+
+
+def test_bitwise_operators_compile(nvcc: str) -> None:
+    @T.script
+    def bits(A: T.Buffer((256,), "int32"), B: T.Buffer((256,), "uint8")):
+        for i in range(256):
+            with T.block("B"):
+                vi = T.remap("S", i)
+                B[vi] = T.cast((A[vi] & 255) | (A[vi] ^ vi), "uint8") & ~T.uint8(3)
+
+    sch = Schedule(bits)
+    (i,) = sch.get_loops(sch.get_block("B"))
+    bx, tx = sch.split(i, [None, 64])
+    sch.bind(bx, "blockIdx.x")
+    sch.bind(tx, "threadIdx.x")
+    source = _source(sch.func)
+    assert "(int)(" in source and " & " in source and " | " in source and " ^ " in source and "~" in source
+    compile_cuda(source, "sm_80")

@@ -122,6 +122,8 @@ def _is_narrow_float(dtype: DataType) -> bool:
 
 
 #: Unary math: float32 name, float64 name.
+_BITWISE = {"bitwise_and": "&", "bitwise_or": "|", "bitwise_xor": "^", "bitwise_not": "~"}
+
 _MATH = {
     "exp": ("expf", "exp"),
     "exp2": ("exp2f", "exp2"),
@@ -563,6 +565,11 @@ class CudaFunctionCodegen:
             return f"isnan({self.as_float(call.args[0])})"
         if op == "abs" and call.dtype.is_integer:
             return f"abs({self.expr(call.args[0])})"
+        if op in _BITWISE:
+            if op == "bitwise_not":
+                return f"({cuda_type(call.dtype)})(~{self.expr(call.args[0])})"
+            a, b = (self.expr(arg) for arg in call.args)
+            return f"({cuda_type(call.dtype)})({a} {_BITWISE[op]} {b})"
         if op == "sigmoid":
             x = self.as_float(call.args[0])
             one = "1.0" if call.dtype.bits == 64 else "1.0f"

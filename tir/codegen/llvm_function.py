@@ -857,6 +857,14 @@ class FunctionCodegen:
             return emit_isnan(self.builder, args[0])
         if op == "abs" and not call.dtype.is_float:
             return emit_int_abs(self.builder, args[0], signed=call.dtype.is_int)
+        if op == "bitwise_and":
+            return self.builder.and_(args[0], args[1])
+        if op == "bitwise_or":
+            return self.builder.or_(args[0], args[1])
+        if op == "bitwise_xor":
+            return self.builder.xor(args[0], args[1])
+        if op == "bitwise_not":
+            return self.builder.not_(args[0])
         if op in FLOAT_MATH_OPS:
             target = self.mcg.target
             fused = target.isa == "aarch64" or target.has("fma")

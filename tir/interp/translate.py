@@ -89,6 +89,7 @@ def _free_names(source: str, known_globals: set[str]) -> list[str]:
             bound.add(node.name if isinstance(node, ast.FunctionDef) else node.arg)
     return sorted(loaded - bound - known_globals - set(dir(builtins)))
 
+
 _ARITH_OPS = {Add: "+", Sub: "-", Mul: "*"}
 _COMPARE_OPS = {EQ: "==", NE: "!=", LT: "<", LE: "<=", GT: ">", GE: ">="}
 
@@ -121,6 +122,9 @@ _EXTERN_FUNCTIONS = {
     name: name
     for name in ("exp", "exp2", "log", "log2", "log10", "sqrt", "tanh", "erf", "sin", "cos", "floor", "ceil", "trunc")
 } | {"round": "round", "fabs": "fabs", "pow": "pow", "fma": "fma", "fmax": "maxnum", "fmin": "minnum"}
+
+
+_BITWISE_OPS = {"bitwise_and": "&", "bitwise_or": "|", "bitwise_xor": "^", "bitwise_not": "~"}
 
 
 @dataclass(frozen=True)
@@ -807,6 +811,13 @@ class Translator:
             return Code(f"abs({texts[0]})")  # exact for floats
         if op == "isnan":
             return Code(f"np.isnan({texts[0]})")
+        if op in _BITWISE_OPS and _is_int(call.dtype):
+            # Python ints and numpy integer arrays are two's complement: &, |, ^ of values in
+            # range stay in range; ~ of an unsigned value wraps.
+            text = f"(~{texts[0]})" if op == "bitwise_not" else f"({texts[0]} {_BITWISE_OPS[op]} {texts[1]})"
+            if op == "bitwise_not" and not call.dtype.is_int:
+                return self.fitted(call.dtype, text, None, None)
+            return self.full(call.dtype, text)
         return self.math(call.dtype, op, texts, f"T.{op}")
 
     def math(self, dtype: DataType, op: str, texts: list[str], what: str) -> Code:

@@ -23,6 +23,7 @@ class OpInfo:
     dtype_rule: str  # "same", "explicit", "branch", "bool"
     float_only: bool = False
     pure: bool = True
+    int_only: bool = False
     doc: str = ""
 
 
@@ -69,6 +70,12 @@ register_op(OpInfo("pow", 2, 2, "same", float_only=True))
 register_op(OpInfo("fma", 3, 3, "same", float_only=True, doc="a * b + c, rounded once"))
 register_op(OpInfo("if_then_else", 3, 3, "branch", doc="evaluates only the taken branch"))
 register_op(OpInfo("isnan", 1, 1, "bool", float_only=True))
+#: Bitwise operations on integers (two's complement): ``a & b``, ``a | b``, ``a ^ b``, ``~a``.
+BITWISE = ("bitwise_and", "bitwise_or", "bitwise_xor", "bitwise_not")
+for _name in BITWISE:
+    register_op(
+        OpInfo(_name, 1 if _name == "bitwise_not" else 2, 1 if _name == "bitwise_not" else 2, "same", int_only=True)
+    )
 register_op(OpInfo("call_llvm_intrin", 1, None, "explicit", pure=False, doc="an LLVM intrinsic by name"))
 register_op(OpInfo("call_llvm_pure_intrin", 1, None, "explicit", doc="a side-effect-free LLVM intrinsic"))
 register_op(OpInfo("call_extern", 1, None, "explicit", pure=False, doc="an external C function"))

@@ -108,6 +108,10 @@ abs = _op("abs")  # noqa: A001 - T.abs is the IR absolute value
 pow = _op("pow")  # noqa: A001 - T.pow is the IR power
 fma = _op("fma")
 isnan = _op("isnan")
+bitwise_and = _op("bitwise_and")
+bitwise_or = _op("bitwise_or")
+bitwise_xor = _op("bitwise_xor")
+bitwise_not = _op("bitwise_not")
 if_then_else = _op("if_then_else")
 call_llvm_intrin = _op("call_llvm_intrin")
 call_llvm_pure_intrin = _op("call_llvm_pure_intrin")
@@ -143,6 +147,10 @@ __all__ = [
     "allocate",
     "axis",
     "bfloat16",
+    "bitwise_and",
+    "bitwise_not",
+    "bitwise_or",
+    "bitwise_xor",
     "block",
     "block_attr",
     "bool",

@@ -401,6 +401,8 @@ class CallMixin:
         dtype = args[0].dtype
         if info.float_only and not dtype.is_float:
             self.fail(node.args[0], f"T.{name} needs a float argument, got {dtype}", f'T.{name}(T.cast(x, "float32"))')
+        if info.int_only and not dtype.element.is_integer:
+            self.fail(node.args[0], f"T.{name} needs integer arguments, got {dtype}", "integers")
         if info.dtype_rule == "bool":
             dtype = BOOL.with_lanes(dtype.lanes)
         return Call(dtype, name, tuple(args))

@@ -28,6 +28,7 @@ from tir.ir.expr import (
     BinaryOp,
     Broadcast,
     BufferLoad,
+    Call,
     Div,
     FloatImm,
     FloorDiv,
@@ -55,6 +56,8 @@ _ARITH: dict[type, type[BinaryOp]] = {
     ast.FloorDiv: FloorDiv,
     ast.Mod: FloorMod,
 }
+#: Bitwise operators on integer expressions: calls of the bitwise ops (tir.ir.ops.BITWISE).
+_BITWISE: dict[type, str] = {ast.BitAnd: "bitwise_and", ast.BitOr: "bitwise_or", ast.BitXor: "bitwise_xor"}
 _OP_TEXT: dict[type, str] = {
     ast.Add: "+",
     ast.Sub: "-",
@@ -438,6 +441,11 @@ class ExprParser(CallMixin):
             if op_type not in _PY_BINOP:
                 self.fail(node, f"operator '{text}' is not supported", "+, -, *, /, //, %")
             return _PY_BINOP[op_type](left, right)
+        if op_type in _BITWISE:
+            a, b = self.unify(left, node.left, right, node.right, f"operands of '{text}'", node)
+            if not a.dtype.element.is_integer:
+                self.fail(node, f"'{text}' on {a.dtype} values", "integers (and / or for bool conditions)")
+            return Call(a.dtype, _BITWISE[op_type], (a, b))
         if op_type not in _ARITH:
             hint = (
                 "T.pow(x, y) for floats"
@@ -475,7 +483,9 @@ class ExprParser(CallMixin):
         if isinstance(node.op, ast.UAdd):
             return operand
         if isinstance(node.op, ast.Invert):
-            self.fail(node, "operator '~' is not supported on IR expressions", "not / -x")
+            if not operand.dtype.element.is_integer:
+                self.fail(node, f"'~' on a {operand.dtype} value", "an integer (not for bool conditions)")
+            return Call(operand.dtype, "bitwise_not", (operand,))
         if operand.dtype.element.is_bool:
             self.fail(node, f"'-' on a {operand.dtype} value", "a number")
         return Sub(zero(operand.dtype), operand)

@@ -56,7 +56,7 @@ from tir.ir import (
     Sub,
     Var,
 )
-from tir.ir.ops import FLOAT_UNARY
+from tir.ir.ops import BITWISE, FLOAT_UNARY
 from tir.ir.structural import structural_equal
 from tir.target import Target
 
@@ -66,7 +66,7 @@ __all__ = ["MAX_LANES", "vectorize_loops"]
 MAX_LANES = 64
 
 #: Calls that apply lane by lane and have no side effects.
-_ELEMENTWISE_CALLS = frozenset(FLOAT_UNARY) | {"abs", "pow", "fma", "isnan"}
+_ELEMENTWISE_CALLS = frozenset(FLOAT_UNARY) | {"abs", "pow", "fma", "isnan"} | frozenset(BITWISE)
 
 
 class _CannotVectorize(Exception):
