@@ -15,7 +15,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from tir.interp import runtime
+from tir.interp import batched, runtime
 from tir.ir import (
     EQ,
     GE,
@@ -181,6 +181,7 @@ class Translator:
         #: For buffers with a run-time elem_offset: the identifier holding it.
         self.buffer_offsets: dict[Buffer, str] = {}
         self.namespace: dict[str, Any] = dict(runtime.HELPERS)
+        self.namespace["_run_batch"] = batched.run_tuples
         self._constants: dict[tuple[str, str], str] = {}
         self.entry_name = "_entry"
         self.entry_vars: list[Var] = []
@@ -322,6 +323,34 @@ class Translator:
         if self.loop_depth >= _MAX_LOOP_DEPTH:
             self._in_nested_function(stmt)
             return
+        call = self._batched_call(stmt)
+        if call is not None:
+            # A nest around one block runs as numpy array operations (tir.interp.batched);
+            # when a run-time check fails there, the scalar loops below run instead.
+            self.line(f"if not {call}:")
+            self.indent += 1
+            self._serial_for(stmt)
+            self.indent -= 1
+            return
+        self._serial_for(stmt)
+
+    def _batched_call(self, stmt: For) -> str | None:
+        if not batched.enabled() or self.lane_vars:
+            return None
+        found = batched.plan(stmt)
+        if found is None:
+            return None
+        if any(var not in self.var_names for var in found.free_vars):
+            return None
+        if any(buffer not in self.buffer_names or buffer in self.buffer_offsets for buffer in found.buffers):
+            return None
+        name = f"_batch{len([k for k in self.namespace if k.startswith('_batch') and k[6:].isdigit()])}"
+        self.namespace[name] = found
+        values = self.tuple_text(self.var_names[var] for var in found.free_vars)
+        arrays = self.tuple_text(self.buffer_names[buffer] for buffer in found.buffers)
+        return f"_run_batch({name}, {values}, {arrays})"
+
+    def _serial_for(self, stmt: For) -> None:
         start, extent = self.expr(stmt.min), self.expr(stmt.extent)
         if isinstance(stmt.min, IntImm) and stmt.min.value == 0:
             domain = f"range({extent.text})"
