@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import pytest
-from schedule_testing import check_numerics, check_schedule
+from schedule_testing import check_numerics, check_replay, check_schedule
 
 import tir
 import tir.script as T
@@ -262,3 +262,30 @@ def test_transform_layout_with_a_sampled_factor() -> None:
         sch.transform_layout(sch.get_block("B"), ("write", 0), split_by(f))
         assert sch.get(sch.get_block("B")).writes[0].buffer.const_shape() == (14 // factor, factor)
         check_numerics(fourteen, sch.func)
+
+
+def test_transform_layout_with_a_pad_value(golden) -> None:  # type: ignore[no-untyped-def]
+    # TVM's pad_value: the padding elements get the value, in a block at the buffer's scope start.
+    sch = Schedule(fourteen, debug=True)
+    sch.transform_layout(sch.get_block("B"), ("write", 0), lambda i: (i // 4, i % 4), pad_value=0.0)
+    assert 'T.block("B_pad")' in sch.func.script()
+    check_schedule(sch, fourteen, golden, "schedule/transform_layout_pad_value")
+
+
+def test_transform_layout_of_an_output_with_an_index_dependent_pad_value() -> None:
+    import numpy as np
+
+    sch = Schedule(fourteen, debug=True)
+    sch.transform_layout(sch.get_block("C"), ("write", 0), lambda i: (i // 4, i % 4), pad_value=lambda a, b: a * 4 + b)
+    check_replay(sch, fourteen)
+    a = np.arange(14, dtype=np.float32)
+    for run in (lambda f, *x: tir.interpret(f, *x), lambda f, *x: tir.build(f)(*x)):
+        c = np.full((4, 4), np.nan, np.float32)
+        run(sch.func, a, c)
+        np.testing.assert_array_equal(c.reshape(-1), np.concatenate([a * 2 + 1, [14, 15]]).astype(np.float32))
+
+
+def test_transform_layout_refuses_a_pad_value_it_cannot_place() -> None:
+    sch = Schedule(fourteen)
+    with pytest.raises(ScheduleError, match="cannot tell the padding of the index map"):
+        sch.transform_layout(sch.get_block("B"), ("write", 0), lambda i: (i % 7, i // 7 * 3), pad_value=0.0)

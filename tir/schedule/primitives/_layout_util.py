@@ -399,6 +399,8 @@ class BoxImage:
     shape: list[PrimExpr]
     by_iter_map: bool
     result: Any = None
+    #: Every point of the box is an image point (False: the rest is padding).
+    exact_cover: bool = True
 
 
 def bijective_box_image(
@@ -438,7 +440,8 @@ def bijective_box_image(
         shape_or_reason = _enumerate_box(index_map, starts, extents, padding)  # type: ignore[arg-type]
         if isinstance(shape_or_reason, list):
             dtype = index_map.results[0].dtype
-            return BoxImage([const(e, dtype) for e in shape_or_reason], False)
+            exact = math.prod(shape_or_reason) == math.prod(extents)  # type: ignore[arg-type]
+            return BoxImage([const(e, dtype) for e in shape_or_reason], False, exact_cover=exact)
         reasons = [shape_or_reason]
     raise ScheduleError(
         primitive,
@@ -461,7 +464,7 @@ def _padded_box_image(index_map: IndexMap, dom_map: dict[Var, Range], analyzer: 
         if not analyzer.can_prove_equal(low, 0) or not analyzer.can_prove(high >= 0):
             return None
         shape.append(analyzer.simplify(high + 1))
-    return BoxImage(shape, False)
+    return BoxImage(shape, False, exact_cover=False)
 
 
 def _enumerate_box(

@@ -18,6 +18,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from tir.analysis import infer_block_access
 from tir.arith import Analyzer, RangeRelaxer, eval_interval, simplify
 from tir.arith.iter_map import inverse_iter_map
 from tir.ir import (
@@ -49,6 +50,7 @@ from tir.ir import (
     Stmt,
     Var,
     const,
+    post_order_visit,
     substitute,
 )
 from tir.ir.expr import Add
@@ -479,7 +481,12 @@ def _check_instances_cover(
 
 
 def transform_layout(
-    func: PrimFunc, block_name: str, buffer_kind: str, buffer_index: int, index_map: IndexMapLike
+    func: PrimFunc,
+    block_name: str,
+    buffer_kind: str,
+    buffer_index: int,
+    index_map: IndexMapLike,
+    pad_value: PadValue = None,
 ) -> PrimFunc:
     """Store a buffer in a new layout given by ``index_map``.
 
@@ -575,7 +582,124 @@ def transform_layout(
     new_buffer = buffer.replace(shape=tuple(image.shape))
     rewriter = _LayoutRewriter(buffer, new_buffer, index_map)
     params = tuple(new_buffer if param is buffer else param for param in func.params)
-    return func.replace(params=params, body=rewriter.visit(func.body))
+    result = func.replace(params=params, body=rewriter.visit(func.body))
+    if pad_value is None or image.exact_cover:
+        return result
+    return _fill_padding(result, new_buffer, index_map, list(buffer.shape), pad_value, primitive, target)
+
+
+#: TVM's ``pad_value``: a constant, or a function of the new buffer's indices (a lambda or its text).
+PadValue = int | float | Callable[..., Any] | str | None
+
+
+def _fill_padding(
+    func: PrimFunc,
+    buffer: Buffer,
+    index_map: IndexMap,
+    old_shape: list[PrimExpr],
+    pad_value: PadValue,
+    primitive: str,
+    target: str,
+) -> PrimFunc:
+    """A block ``<B>_pad`` at the start of the buffer's scope storing ``pad_value`` into every
+    element of the new layout that no old index maps to (the padding)."""
+    new_vars = [Var(f"v{k}", extent.dtype) for k, extent in enumerate(buffer.shape)]
+    padding = _padding_condition(index_map, old_shape, new_vars, primitive, target)
+    if callable(pad_value) or isinstance(pad_value, str):
+        value_map = _coerce_map(pad_value, buffer.ndim, [s.dtype for s in buffer.shape], primitive, target)
+        if value_map.ndim_out != 1:
+            raise ScheduleError(primitive, target, "pad_value must give one value per element")
+        value = value_map.apply(new_vars)[0]
+        if value.dtype != buffer.dtype:
+            value = Cast(buffer.dtype, value)
+    elif isinstance(pad_value, (bool, int, float)):
+        value = const(pad_value, buffer.dtype)
+    else:
+        raise ScheduleError(
+            primitive, target, f"pad_value must be a number or a function of the indices, got {pad_value!r}"
+        )
+    loop_vars = [Var(f"ax{k}", extent.dtype) for k, extent in enumerate(buffer.shape)]
+    name = _unique_block_name(func, f"{buffer.name}_pad")
+    block = Block(
+        name,
+        tuple(IterVar(v, Range(const(0, e.dtype), e), IterKind.SPATIAL) for v, e in zip(new_vars, buffer.shape)),
+        reads=(),
+        writes=(BufferRegion.point(buffer, tuple(new_vars)),),
+        body=BufferStore(buffer, value, tuple(new_vars)),
+    )
+    reads, writes = infer_block_access(block)
+    block = block.replace(reads=tuple(reads), writes=tuple(writes))
+    predicate = substitute(padding, dict(zip(new_vars, loop_vars)))
+    nest: Stmt = BlockRealize(tuple(loop_vars), simplify(predicate), block)
+    for var, extent in reversed(list(zip(loop_vars, buffer.shape))):
+        nest = For(var, const(0, extent.dtype), extent, ForKind.SERIAL, nest)
+    index = TreeIndex(func)
+    owner = allocating_block(func, buffer)
+    scope = index.blocks[owner.name] if owner is not None else func.body
+    assert isinstance(scope, BlockRealize)
+    body = seq(nest, scope.block.body)
+    return replace_stmt(index, scope, scope.replace(block=scope.block.replace(body=body)))
+
+
+def _padding_condition(
+    index_map: IndexMap, old_shape: list[PrimExpr], new_vars: list[Var], primitive: str, target: str
+) -> PrimExpr:
+    """The condition on the new indices that no old index maps there: the map inverted on the
+    old box widened to the map's divisors (a bijection there), and the preimage outside the box."""
+    dom = {param: Range(const(0, extent.dtype), extent) for param, extent in zip(index_map.params, old_shape)}
+    widened = _widened_inverse(index_map, dom)
+    if widened is None:
+        raise ScheduleError(
+            primitive,
+            target,
+            f"cannot tell the padding of the index map {index_map} (it has no quasi-affine inverse); "
+            "leave pad_value out: the padding is then never read nor written",
+        )
+    result, _ = widened
+    inverse = inverse_iter_map(result, list(new_vars))
+    outside = []
+    for param, extent in zip(index_map.params, old_shape):
+        old = inverse[param]
+        outside.append(old >= extent)
+    condition = outside[0]
+    for part in outside[1:]:
+        condition = condition | part
+    return condition
+
+
+def _widened_inverse(index_map: IndexMap, dom: dict[Var, Range]) -> tuple[Any, dict[Var, Range]] | None:
+    """The bijective iterator map of ``index_map`` on ``dom`` with each extent rounded up to a
+    multiple of the map's constant divisors (None when not found)."""
+    import math
+
+    from tir.arith.iter_map import detect_iter_map
+
+    divisors: set[int] = set()
+
+    def note(node: object) -> None:
+        if isinstance(node, (FloorDiv, FloorMod)) and isinstance(node.b, IntImm) and node.b.value > 1:
+            divisors.add(node.b.value)
+
+    for result in index_map.results:
+        post_order_visit(result, note)
+    step = math.lcm(*divisors) if divisors else 1
+    widened = {}
+    for var, rng in dom.items():
+        extent = rng.extent
+        if isinstance(extent, IntImm) and extent.value % step:
+            extent = IntImm(-(-extent.value // step) * step, extent.dtype)
+        widened[var] = Range(rng.min, extent)
+    found = detect_iter_map(list(index_map.results), widened, True, "bijective")
+    return (found, widened) if found.ok else None
+
+
+def _unique_block_name(func: PrimFunc, wanted: str) -> str:
+    names = set(TreeIndex(func).blocks)
+    name, k = wanted, 1
+    while name in names:
+        name = f"{wanted}_{k}"
+        k += 1
+    return name
 
 
 def _coerce_map(index_map: IndexMapLike, ndim: int, dtypes: Sequence[Any], primitive: str, target: str) -> IndexMap:
@@ -1324,7 +1448,11 @@ class LayoutPrimitives:
 
     @doc_from(transform_layout)
     def transform_layout(
-        self, block: BlockRV, buffer: tuple[str, int] | list[Any] | str | Buffer, index_map: IndexMapLike
+        self,
+        block: BlockRV,
+        buffer: tuple[str, int] | list[Any] | str | Buffer,
+        index_map: IndexMapLike,
+        pad_value: PadValue = None,
     ) -> None:
         primitive = "transform_layout"
         realize = self.resolve_block(block, primitive)  # type: ignore[attr-defined]
@@ -1332,12 +1460,16 @@ class LayoutPrimitives:
         target_buffer = region_buffer(realize, kind, position, primitive)
         target = f"{block_target(realize)}, buffer {target_buffer.name}"
         imap = _coerce_map(index_map, target_buffer.ndim, [s.dtype for s in target_buffer.shape], primitive, target)
+        pad: PadValue = pad_value
+        if callable(pad_value):
+            # The trace keeps the function as text, like the index map.
+            pad = str(_coerce_map(pad_value, len(imap.results), [r.dtype for r in imap.results], primitive, target))
         name = realize.block.name
         self._apply(  # type: ignore[attr-defined]
             primitive,
             (block, (kind, position), str(imap)),
-            {},
-            lambda func: transform_layout(func, name, kind, position, imap),
+            {} if pad is None else {"pad_value": pad},
+            lambda func: transform_layout(func, name, kind, position, imap, pad),
         )
 
     @doc_from(transform_block_layout)
