@@ -145,6 +145,17 @@ def act_split(sch: Schedule, rng: random.Random) -> Call | None:
     return None if loop is None else Call("split", (loop, draw_factors(loop_extent(sch, loop), rng)))
 
 
+def act_loop_partition(sch: Schedule, rng: random.Random) -> Call | None:
+    loop = draw_loop(sch, rng)
+    if loop is None:
+        return None
+    extent = max(loop_extent(sch, loop), 1)
+    factors: list[int | None] = [rng.randint(1, extent) for _ in range(rng.randint(1, 3))]
+    if rng.random() < 0.5:
+        factors[rng.randrange(len(factors))] = None
+    return Call("loop_partition", (loop,), {"factors": factors})
+
+
 def act_sample_split(sch: Schedule, rng: random.Random) -> Call | None:
     loop = draw_loop(sch, rng)
     if loop is None:
@@ -396,6 +407,7 @@ ACTIONS: dict[str, Action] = {
     "sample_compute_location": act_compute_location,
     "reindex": act_reindex,
     "transform_layout": act_transform_layout,
+    "loop_partition": act_loop_partition,
     "transform_block_layout": act_transform_block_layout,
     "pad_einsum": act_pad_einsum,
 }

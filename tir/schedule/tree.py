@@ -143,6 +143,12 @@ def replace_child(parent: Node, old: Stmt, new: Stmt | None) -> Node:
                 raise ValueError(f"cannot remove the only {name} of {type(parent).__name__}")
             return parent.replace(**{name: new})
         if isinstance(value, tuple) and any(item is old for item in value):
+            from tir.ir import SeqStmt
+
+            if isinstance(parent, SeqStmt) and isinstance(new, SeqStmt):
+                # A sequence in a sequence is spliced: the printer and parser know only flat ones.
+                spliced = tuple(piece for item in value for piece in (new.stmts if item is old else (item,)))
+                return parent.replace(**{name: spliced})
             items = tuple(new if item is old else item for item in value)
             if new is None:
                 items = tuple(item for item in items if item is not None)

@@ -11,6 +11,7 @@ from tir.schedule.primitives.compute_location import ComputeLocationPrimitives
 from tir.schedule.primitives.inline import InlinePrimitives
 from tir.schedule.primitives.layout import LayoutPrimitives
 from tir.schedule.primitives.loops import LoopPrimitives
+from tir.schedule.primitives.partition import PartitionPrimitives
 from tir.schedule.primitives.reduction import ReductionPrimitives
 from tir.schedule.primitives.sampling import SamplingPrimitives
 
@@ -26,5 +27,6 @@ class PrimitiveMixins(
     BlockizePrimitives,
     LayoutPrimitives,
     BlockIterPrimitives,
+    PartitionPrimitives,
 ):
     """All primitive families."""
