@@ -13,6 +13,7 @@ from tir.schedule.primitives.layout import LayoutPrimitives
 from tir.schedule.primitives.loops import LoopPrimitives
 from tir.schedule.primitives.partition import PartitionPrimitives
 from tir.schedule.primitives.reduction import ReductionPrimitives
+from tir.schedule.primitives.reindex_cache import ReindexCachePrimitives
 from tir.schedule.primitives.sampling import SamplingPrimitives
 
 
@@ -28,5 +29,6 @@ class PrimitiveMixins(
     LayoutPrimitives,
     BlockIterPrimitives,
     PartitionPrimitives,
+    ReindexCachePrimitives,
 ):
     """All primitive families."""

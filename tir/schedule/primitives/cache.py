@@ -66,7 +66,8 @@ from tir.schedule.tree import TreeIndex, replace_stmt
 # ---------------------------------------------------------------- shared helpers
 
 
-def _check_scope(primitive: str, target: str, scope: str) -> None:
+def check_scope_name(primitive: str, target: str, scope: str) -> None:
+    """Refuse a storage scope the backends do not know."""
     if scope not in KNOWN_SCOPES:
         raise ScheduleError(
             primitive, target, f"unknown storage scope {scope!r}; known scopes: {', '.join(KNOWN_SCOPES)}"
@@ -334,7 +335,7 @@ def cache_read(
     realize = find_block(index, block_name, primitive)
     target = block_target(realize)
     buffer = _region_buffer(primitive, realize, "reads", read_buffer_index)
-    _check_scope(primitive, target, storage_scope)
+    check_scope_name(primitive, target, storage_scope)
     names = [block_name] if consumer_names is None else list(dict.fromkeys(consumer_names))
     if not names:
         raise ScheduleError(primitive, target, "consumer_blocks is empty; name at least one block")
@@ -606,7 +607,7 @@ def cache_write(func: PrimFunc, block_name: str, write_buffer_index: int, storag
     target = block_target(realize)
     block = realize.block
     buffer = _region_buffer(primitive, realize, "writes", write_buffer_index)
-    _check_scope(primitive, target, storage_scope)
+    check_scope_name(primitive, target, storage_scope)
     scope = index.scope_block(realize)
     if scope is None:
         raise ScheduleError(primitive, target, "the root block has no scope to put the copy in")
@@ -990,7 +991,7 @@ def set_scope(func: PrimFunc, block_name: str, buffer_index: int, storage_scope:
     primitive = "set_scope"
     index = TreeIndex(func)
     buffer = _allocated_buffer(func, index, block_name, buffer_index, primitive)
-    _check_scope(primitive, block_target(index.blocks[block_name]), storage_scope)
+    check_scope_name(primitive, block_target(index.blocks[block_name]), storage_scope)
     if buffer.scope == storage_scope:
         return func
     # match_buffer views of the buffer (and views of those) live in its scope too.

@@ -186,7 +186,14 @@ def _outer_dom(index: TreeIndex, scope: BlockRealize) -> dict[Var, Range]:
 # ---------------------------------------------------------------- reindex
 
 
-def reindex(func: PrimFunc, block_name: str, buffer_kind: str, buffer_index: int) -> tuple[PrimFunc, str]:
+def reindex(
+    func: PrimFunc,
+    block_name: str,
+    buffer_kind: str,
+    buffer_index: int,
+    base_name: str | None = None,
+    storage_scope: str | None = None,
+) -> tuple[PrimFunc, str]:
     """Access a buffer of a block through a new buffer indexed by the block's iterators.
 
     For the block's ``buffer_index``-th read (``buffer_kind="read"``) or write buffer ``A``,
@@ -400,10 +407,13 @@ def reindex(func: PrimFunc, block_name: str, buffer_kind: str, buffer_index: int
             top,
         )
 
-    name = unique_name(f"{buffer.name}_reindex", buffer_names(func))
-    copy_name = unique_name(f"{buffer.name}_reindex", set(index.blocks))
+    # (reindex_cache_read / _write name the copy after its scope and place it there.)
+    base = base_name if base_name is not None else f"{buffer.name}_reindex"
+    name = unique_name(base, buffer_names(func))
+    copy_name = unique_name(base, set(index.blocks))
     used_iters = [iv for _, iv in used]
-    new_buffer = Buffer(name, tuple(iv.dom.extent for iv in used_iters), buffer.dtype, buffer.scope)
+    scope_name = storage_scope if storage_scope is not None else buffer.scope
+    new_buffer = Buffer(name, tuple(iv.dom.extent for iv in used_iters), buffer.dtype, scope_name)
     new_indices = tuple(iv.var for iv in used_iters)
 
     def copy_body(vmap: dict[Var, PrimExpr]) -> tuple[BufferStore, tuple[BufferRegion, ...], BufferRegion]:
