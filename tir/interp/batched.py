@@ -276,6 +276,28 @@ def run(plan_: Plan, env: dict[Var, Any], arrays: dict[Buffer, np.ndarray]) -> b
         return False
 
 
+def evaluate_over_box(exprs: list[PrimExpr], box: dict[Var, tuple[int, int]]) -> list[np.ndarray] | None:
+    """The values of integer ``exprs`` at every point of ``box`` (each variable over
+    ``[start, start + extent)`` along its own axis, broadcast), or None when an expression
+    reads memory or is something the evaluator does not express."""
+    env: dict[int, Any] = {}
+    axes = len(box)
+    for position, (var, (start, extent)) in enumerate(box.items()):
+        shape = [1] * axes
+        shape[position] = extent
+        dtype = runtime.STORAGE_TYPES[str(var.dtype)]
+        env[id(var)] = (np.arange(extent, dtype=dtype) + dtype(start)).reshape(shape)
+    try:
+        for expr in exprs:
+            if _loads(expr):
+                return None
+            _check_expr(expr)
+        with np.errstate(all="ignore"):
+            return [np.asarray(_Evaluator(env, {}).eval(expr, None)) for expr in exprs]
+    except (_Unsupported, _Fallback):
+        return None
+
+
 def run_tuples(plan_: Plan, values: tuple[Any, ...], arrays: tuple[np.ndarray, ...]) -> bool:
     """``run`` with the free variables' values and the buffers' arrays in the plan's order."""
     return run(plan_, dict(zip(plan_.free_vars, values)), dict(zip(plan_.buffers, arrays)))
@@ -597,4 +619,4 @@ class _Evaluator:
         return self._typed(function(*(runtime.f64(a) for a in args)), call.dtype)
 
 
-__all__ = ["MAX_LANES", "MIN_LANES", "Plan", "enabled", "plan", "run", "run_tuples"]
+__all__ = ["MAX_LANES", "MIN_LANES", "Plan", "enabled", "evaluate_over_box", "plan", "run", "run_tuples"]

@@ -28,7 +28,7 @@ TRACEABLE_PRIMITIVES = frozenset(
     {
         "get_block", "get_loops", "get_child_blocks", "get_producers", "get_consumers",
         "split", "fuse", "reorder", "add_unit_loop", "loop_partition",
-        "parallel", "vectorize", "unroll", "bind", "annotate", "unannotate",
+        "parallel", "vectorize", "unroll", "bind", "annotate", "unannotate", "annotate_buffer_access",
         "compute_at", "reverse_compute_at", "compute_inline", "reverse_compute_inline",
         "cache_read", "cache_write", "reindex", "set_scope", "storage_align", "reindex_cache_read", "reindex_cache_write",
         "transform_layout", "transform_block_layout", "pad_einsum", "reorder_block_iter_var", "unsafe_set_dtype",

@@ -6,6 +6,7 @@ from __future__ import annotations
 from tir.schedule.primitives.annotate import AnnotationPrimitives
 from tir.schedule.primitives.block_iters import BlockIterPrimitives
 from tir.schedule.primitives.blockize import BlockizePrimitives
+from tir.schedule.primitives.buffer_access import BufferAccessPrimitives
 from tir.schedule.primitives.cache import CachePrimitives
 from tir.schedule.primitives.compute_location import ComputeLocationPrimitives
 from tir.schedule.primitives.inline import InlinePrimitives
@@ -30,5 +31,6 @@ class PrimitiveMixins(
     BlockIterPrimitives,
     PartitionPrimitives,
     ReindexCachePrimitives,
+    BufferAccessPrimitives,
 ):
     """All primitive families."""
