@@ -9,6 +9,7 @@ from tir.schedule.primitives.blockize import BlockizePrimitives
 from tir.schedule.primitives.buffer_access import BufferAccessPrimitives
 from tir.schedule.primitives.cache import CachePrimitives
 from tir.schedule.primitives.compute_location import ComputeLocationPrimitives
+from tir.schedule.primitives.epilogue import EpiloguePrimitives
 from tir.schedule.primitives.inline import InlinePrimitives
 from tir.schedule.primitives.layout import LayoutPrimitives
 from tir.schedule.primitives.loops import LoopPrimitives
@@ -32,5 +33,6 @@ class PrimitiveMixins(
     PartitionPrimitives,
     ReindexCachePrimitives,
     BufferAccessPrimitives,
+    EpiloguePrimitives,
 ):
     """All primitive families."""
