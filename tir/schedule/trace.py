@@ -32,7 +32,7 @@ TRACEABLE_PRIMITIVES = frozenset(
         "compute_at", "reverse_compute_at", "compute_inline", "reverse_compute_inline",
         "cache_read", "cache_write", "reindex", "set_scope", "storage_align", "reindex_cache_read", "reindex_cache_write",
         "transform_layout", "transform_block_layout", "pad_einsum", "reorder_block_iter_var", "unsafe_set_dtype",
-        "decompose_reduction", "merge_reduction", "rfactor", "fuse_reduction_epilogue", "blockize", "tensorize",
+        "decompose_reduction", "merge_reduction", "rfactor", "fuse_reduction_epilogue", "decompose_padding", "blockize", "tensorize",
         "sample_perfect_tile", "sample_categorical", "sample_compute_location", "apply_compute_location",
     }
 )  # fmt: skip

@@ -13,6 +13,7 @@ from tir.schedule.primitives.epilogue import EpiloguePrimitives
 from tir.schedule.primitives.inline import InlinePrimitives
 from tir.schedule.primitives.layout import LayoutPrimitives
 from tir.schedule.primitives.loops import LoopPrimitives
+from tir.schedule.primitives.padding import PaddingPrimitives
 from tir.schedule.primitives.partition import PartitionPrimitives
 from tir.schedule.primitives.reduction import ReductionPrimitives
 from tir.schedule.primitives.reindex_cache import ReindexCachePrimitives
@@ -34,5 +35,6 @@ class PrimitiveMixins(
     ReindexCachePrimitives,
     BufferAccessPrimitives,
     EpiloguePrimitives,
+    PaddingPrimitives,
 ):
     """All primitive families."""
