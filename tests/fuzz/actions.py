@@ -156,6 +156,13 @@ def act_loop_partition(sch: Schedule, rng: random.Random) -> Call | None:
     return Call("loop_partition", (loop,), {"factors": factors})
 
 
+def act_decompose_padding(sch: Schedule, rng: random.Random) -> Call | None:
+    block, loops = draw_loops(sch, rng)
+    if not loops:
+        return None
+    return Call("decompose_padding", (block, rng.choice(loops)))
+
+
 def act_sample_split(sch: Schedule, rng: random.Random) -> Call | None:
     loop = draw_loop(sch, rng)
     if loop is None:
@@ -408,6 +415,7 @@ ACTIONS: dict[str, Action] = {
     "reindex": act_reindex,
     "transform_layout": act_transform_layout,
     "loop_partition": act_loop_partition,
+    "decompose_padding": act_decompose_padding,
     "transform_block_layout": act_transform_block_layout,
     "pad_einsum": act_pad_einsum,
 }

@@ -83,3 +83,11 @@ def test_loop_partition_refuses_a_thread_bound_loop() -> None:
     sch.bind(i, "blockIdx.x")
     with pytest.raises(ScheduleError, match="bound to blockIdx.x; partition it before binding"):
         sch.loop_partition(i, factors=[4, None])
+
+
+def test_loop_partition_refuses_a_part_past_a_predicate() -> None:
+    sch = Schedule(elementwise)
+    i, _, _ = sch.get_loops(sch.get_block("B"))
+    outer, _ = sch.split(i, [5, 4])  # 5 x 4 with T.where(i_0 * 4 + i_1 < 16): i_0 = 4 runs nothing
+    with pytest.raises(ScheduleError, match=r"the part \[4, 5\) runs no instance of block 'B'"):
+        sch.loop_partition(outer, factors=[4, 1])

@@ -103,6 +103,14 @@ def loop_partition(func: PrimFunc, loop_var: Var, factors: Sequence[int | None])
         copier = Instantiator({}, rename)
         copier.vars[loop_var] = var
         body = copier.visit(loop.body)
+        empty = _block_never_running(body, var, start, size, index.loops_above(loop))
+        if empty is not None:
+            raise ScheduleError(
+                primitive,
+                target,
+                f"the part [{start}, {start + size}) runs no instance of block {empty!r} (its T.where excludes "
+                "them all): choose factors that end within the predicate's bound",
+            )
         parts.append(
             For(
                 var,
@@ -117,6 +125,34 @@ def loop_partition(func: PrimFunc, loop_var: Var, factors: Sequence[int | None])
         new_vars.append(var)
         start += size
     return replace_stmt(index, loop, seq(*parts)), new_vars
+
+
+def _block_never_running(body: Stmt, var: Var, start: int, size: int, outer: list[For]) -> str | None:
+    """The name of a block in ``body`` whose predicate is false for every value of ``var`` in
+    ``[start, start + size)`` (and of the loops around), else None."""
+    from tir.arith import Analyzer
+    from tir.ir import BlockRealize, For, IntImm, Not, Range
+
+    found: list[str] = []
+
+    def visit(node: object, ranges: dict[Var, Range]) -> None:
+        if isinstance(node, For):
+            visit(node.body, {**ranges, node.loop_var: Range(node.min, node.extent)})
+        elif isinstance(node, BlockRealize):
+            predicate = node.predicate
+            if not (isinstance(predicate, IntImm) and predicate.value):
+                analyzer = Analyzer()
+                for v, rng in ranges.items():
+                    analyzer.bind(v, rng)
+                if analyzer.can_prove(Not(predicate)):
+                    found.append(node.block.name)
+        elif hasattr(node, "stmts"):
+            for item in node.stmts:  # type: ignore[attr-defined]
+                visit(item, ranges)
+
+    base = {loop.loop_var: Range(loop.min, loop.extent) for loop in outer}
+    visit(body, {**base, var: Range(IntImm(start, var.dtype), IntImm(size, var.dtype))})
+    return found[0] if found else None
 
 
 def _vars(expr: object) -> list[Var]:
