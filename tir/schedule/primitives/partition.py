@@ -103,7 +103,7 @@ def loop_partition(func: PrimFunc, loop_var: Var, factors: Sequence[int | None])
         copier = Instantiator({}, rename)
         copier.vars[loop_var] = var
         body = copier.visit(loop.body)
-        empty = _block_never_running(body, var, start, size, index.loops_above(loop))
+        empty = _block_never_running(loop.body, loop_var, start, size, index.loops_above(loop))
         if empty is not None:
             raise ScheduleError(
                 primitive,
