@@ -15,6 +15,7 @@ from tir.schedule.primitives.layout import LayoutPrimitives
 from tir.schedule.primitives.loops import LoopPrimitives
 from tir.schedule.primitives.padding import PaddingPrimitives
 from tir.schedule.primitives.partition import PartitionPrimitives
+from tir.schedule.primitives.read_write_at import ReadWriteAtPrimitives
 from tir.schedule.primitives.reduction import ReductionPrimitives
 from tir.schedule.primitives.reindex_cache import ReindexCachePrimitives
 from tir.schedule.primitives.sampling import SamplingPrimitives
@@ -36,5 +37,6 @@ class PrimitiveMixins(
     BufferAccessPrimitives,
     EpiloguePrimitives,
     PaddingPrimitives,
+    ReadWriteAtPrimitives,
 ):
     """All primitive families."""
