@@ -27,7 +27,7 @@ if TYPE_CHECKING:
 TRACEABLE_PRIMITIVES = frozenset(
     {
         "get_block", "get_loops", "get_child_blocks", "get_producers", "get_consumers",
-        "split", "fuse", "reorder", "add_unit_loop", "loop_partition",
+        "split", "fuse", "reorder", "add_unit_loop", "loop_partition", "merge",
         "parallel", "vectorize", "unroll", "bind", "annotate", "unannotate", "annotate_buffer_access",
         "compute_at", "reverse_compute_at", "compute_inline", "reverse_compute_inline",
         "cache_read", "cache_write", "reindex", "set_scope", "storage_align", "reindex_cache_read", "reindex_cache_write", "read_at", "write_at",

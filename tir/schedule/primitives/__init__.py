@@ -13,6 +13,7 @@ from tir.schedule.primitives.epilogue import EpiloguePrimitives
 from tir.schedule.primitives.inline import InlinePrimitives
 from tir.schedule.primitives.layout import LayoutPrimitives
 from tir.schedule.primitives.loops import LoopPrimitives
+from tir.schedule.primitives.merge import MergePrimitives
 from tir.schedule.primitives.padding import PaddingPrimitives
 from tir.schedule.primitives.partition import PartitionPrimitives
 from tir.schedule.primitives.read_write_at import ReadWriteAtPrimitives
@@ -38,5 +39,6 @@ class PrimitiveMixins(
     EpiloguePrimitives,
     PaddingPrimitives,
     ReadWriteAtPrimitives,
+    MergePrimitives,
 ):
     """All primitive families."""
