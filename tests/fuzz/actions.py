@@ -163,6 +163,14 @@ def act_decompose_padding(sch: Schedule, rng: random.Random) -> Call | None:
     return Call("decompose_padding", (block, rng.choice(loops)))
 
 
+def act_merge(sch: Schedule, rng: random.Random) -> Call | None:
+    first = draw_loop(sch, rng)
+    second = draw_loop(sch, rng)
+    if first is None or second is None:
+        return None
+    return Call("merge", (first, second))
+
+
 def act_sample_split(sch: Schedule, rng: random.Random) -> Call | None:
     loop = draw_loop(sch, rng)
     if loop is None:
@@ -416,6 +424,7 @@ ACTIONS: dict[str, Action] = {
     "transform_layout": act_transform_layout,
     "loop_partition": act_loop_partition,
     "decompose_padding": act_decompose_padding,
+    "merge": act_merge,
     "transform_block_layout": act_transform_block_layout,
     "pad_einsum": act_pad_einsum,
 }
