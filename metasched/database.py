@@ -66,6 +66,9 @@ class TuningRecord:
     # counted (older records, other systems).
     load: float | None = None
     stall: float | None = None
+    # The task's default schedule (the rules' choice): a tuned program must beat it clearly
+    # to be used (``metasched.apply_database``).
+    default: bool = False
 
     @property
     def is_valid(self) -> bool:
@@ -186,6 +189,7 @@ class Database:
                     emulated=bool(item.get("emulated", False)),
                     load=None if item.get("load") is None else float(item["load"]),
                     stall=None if item.get("stall") is None else float(item["stall"]),
+                    default=bool(item.get("default", False)),
                 )
             except (KeyError, TypeError, ValueError):
                 warnings.warn(f"{self._record_file.path}: skipping a record with missing fields", stacklevel=2)
@@ -215,6 +219,8 @@ class Database:
         for optional in ("load", "stall"):
             if item[optional] is None:
                 del item[optional]
+        if not item["default"]:
+            del item["default"]
         self._record_file.append(item)
         self._refresh()  # reads our own line back (and anything others appended)
 

@@ -395,7 +395,16 @@ def tune(
     def record(index: int, candidate: Candidate, outcome: Any) -> float | None:
         """Commit one measurement and fold it into the task's result; its seconds or None."""
         task, result = tasks[index], results[index]
-        database.commit_record(_record_of(workload_hash(task.func), target_text, candidate.trace.to_json(), outcome))
+        trace_json = candidate.trace.to_json()
+        database.commit_record(
+            _record_of(
+                workload_hash(task.func),
+                target_text,
+                trace_json,
+                outcome,
+                default=trace_json == default_traces.get(index),
+            )
+        )
         if outcome.build_seconds:
             build_seconds.append(outcome.build_seconds)
         if outcome.error_kind is None and is_busy(getattr(outcome, "load", None)):
@@ -618,6 +627,11 @@ def _settle_best(
     records = database.records(task.func, target)
     count = _BUSY_LEADERS if any(r.busy for r in records) else 5
     leaders = {r.trace_json: r for r in database.get_top_k(task.func, target, count)}
+    # The default schedule is re-timed beside the leaders: a tuned program is used only when
+    # it beats the default clearly (``apply_database``), so both need fresh timings.
+    default = next((r for r in records if r.default and r.is_valid), None)
+    if default is not None:
+        leaders[default.trace_json] = default
     replayed = []
     for record in leaders.values():
         func = _replay(task.func, Trace.from_json(record.trace_json))
@@ -633,7 +647,10 @@ def _settle_best(
         outcomes = measurer.measure([MeasureInput(func, target, reference=task.func) for _, func in todo])
         busy = []
         for (record, func), outcome in zip(todo, outcomes):
-            database.commit_record(_record_of(record.workload_hash, target, record.trace_json, outcome))
+            is_default = default is not None and record.trace_json == default.trace_json
+            database.commit_record(
+                _record_of(record.workload_hash, target, record.trace_json, outcome, default=is_default)
+            )
             if outcome.error_kind is not None:
                 failed.add(record.trace_json)
                 log(f"[{task.name}] a recorded best candidate fails its check ({outcome.error_kind}): skipped")
@@ -666,8 +683,14 @@ def _settle_best(
     # Ranked again by the medians that include the new measurements, among the programs just
     # re-timed: others may now rank above them on a single lucky measurement each.
     every_program = len(database.records(task.func, target))
-    for record in database.get_top_k(task.func, target, every_program):
-        if record.trace_json in failed or record.trace_json not in functions:
+    ranked = [
+        record
+        for record in database.get_top_k(task.func, target, every_program)
+        if record.trace_json not in failed and record.trace_json in functions
+    ]
+    keep = _default_unless_clearly_beaten(database.records(task.func, target), ranked[:1])
+    for record in keep + ranked:
+        if record.trace_json not in functions:
             continue
         result.best_seconds = record.seconds
         result.best_trace = Trace.from_json(record.trace_json)
@@ -679,12 +702,13 @@ def _settle_best(
     result.emulated = False
 
 
-def _record_of(workload: str, target: str, trace_json: str, outcome: Any) -> Any:
+def _record_of(workload: str, target: str, trace_json: str, outcome: Any, default: bool = False) -> Any:
     """The database record of one measurement (``MeasureResult``, or a user measurer's result
     with fewer fields)."""
     from metasched.database import TuningRecord
 
     return TuningRecord(
+        default=default,
         workload_hash=workload,
         target=target,
         trace_json=trace_json,
@@ -750,13 +774,42 @@ def _replay(func: PrimFunc, trace: Trace) -> PrimFunc | None:
     return sch.func
 
 
+#: A tuned program replaces the default schedule only when its fastest timing is at least this
+#: much lower than the default's: isolated timings (cold caches, noise of tens of percent on a
+#: VM) rank near-equal programs at random, and in the model the default often runs better.
+DEFAULT_MARGIN = 0.1
+
+
+def _default_unless_clearly_beaten(records: Sequence[Any], best: Sequence[Any]) -> list[Any]:
+    """``[the default's record]`` when the task's default schedule was timed and ``best`` (the
+    top-ranked record) does not beat it by ``DEFAULT_MARGIN`` (fastest timing against fastest
+    timing); else ``[]``."""
+    flagged = next((r for r in records if r.default), None)
+    if flagged is None or not best or best[0].trace_json == flagged.trace_json:
+        return []
+    # Every timing of the default's program counts (re-timings may not carry the flag).
+    defaults = [r for r in records if r.trace_json == flagged.trace_json and r.is_valid]
+    if not defaults:
+        return []
+    by_trace = [r.seconds for r in records if r.trace_json == best[0].trace_json and r.is_valid]
+    if not by_trace:
+        return []
+    # The fastest timing of each: interference only ever slows a run down, and a default
+    # timed first (cold) can read 30x its cost once (a 0.1 ms pooling timed at 3.5 ms).
+    if min(by_trace) <= min(r.seconds for r in defaults) * (1 - DEFAULT_MARGIN):
+        return []
+    return [next(r for r in defaults)]
+
+
 def apply_database(func: PrimFunc, database: Any, target: str | Target = "llvm") -> PrimFunc | None:
     """The fastest recorded schedule of ``func`` for ``target`` applied to it; None when the
     database has no valid record for this program and target (or none replays).
 
     Fastest by the median of each program's measurements, programs measured more than once
     first: those are the ones a tune re-timed at its end and chose from, and a program measured
-    once may rank above them on one lucky measurement (a busy machine makes many)."""
+    once may rank above them on one lucky measurement (a busy machine makes many). The task's
+    default schedule, when the database has its timings, is kept unless the fastest beats it by
+    ``DEFAULT_MARGIN``."""
     from metasched.database import Database
 
     if not isinstance(database, Database):
@@ -766,7 +819,8 @@ def apply_database(func: PrimFunc, database: Any, target: str | Target = "llvm")
     measured = Counter(r.trace_json for r in records if r.is_valid)
     ranked = database.get_top_k(func, target_text, len(records))
     ranked.sort(key=lambda record: measured[record.trace_json] < 2)  # stable: by median within each
-    for record in ranked[:5]:
+    # The default schedule stays unless the best beats it clearly (DEFAULT_MARGIN).
+    for record in _default_unless_clearly_beaten(records, ranked[:1]) + ranked[:5]:
         tuned = _replay(func, Trace.from_json(record.trace_json))
         if tuned is not None:
             return tuned
