@@ -481,6 +481,8 @@ def convert(value: Any, like: DataType | None = None) -> PrimExpr:
                 raise TypeError(f"cannot mix the float {value!r} with a {like} expression")
             return const(value, like)
         return const(value)
+    if getattr(getattr(value, "dtype", None), "kind", None) == "b":
+        return convert(bool(value), like)  # a numpy bool
     if hasattr(type(value), "__index__"):
         # An integer-like object (a schedule's sampled ExprRV, a numpy integer): its value.
         return convert(operator.index(value), like)
