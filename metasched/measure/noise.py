@@ -22,6 +22,13 @@ disturbed only when other processes really used the CPU while they were taken:
 ``SystemCpu.foreign_cores`` over the batch's runs (``/proc/stat`` less this process tree's own
 time) of at least ``FOREIGN_CORES``; otherwise their ``load`` and ``stall`` are reported as 0.
 
+The runner also watches each timed sample on its own (``ThreadWaits.longest_wait``,
+``undisturbed``): on a machine where another job holds a core, a kernel shorter than the
+scheduler's time slice still runs many samples with every thread on a CPU of its own (beside a
+spinning process, a 0.15 ms kernel timed 0.15 ms in most samples and 2-8 ms in the others). Those samples are quiet timings, and a candidate
+with enough of them is reported quiet (``load`` and ``stall`` 0) from them alone; only a kernel
+no sample of which escaped the other job is reported busy.
+
 A window whose ``load`` is at least ``BUSY_LOAD`` is busy: its timing counts only for a program
 with no quiet timing, and then at its quiet estimate (``metasched.database``); the tuner re-times
 its leaders until their timings are quiet or its patience ends, and says whether the best rests
@@ -40,13 +47,20 @@ import os
 import time
 from dataclasses import dataclass
 
-__all__ = ["BUSY_LOAD", "FOREIGN_CORES", "SystemCpu", "ThreadWaits", "is_busy", "quiet_estimate"]
+__all__ = ["BUSY_LOAD", "FOREIGN_CORES", "SystemCpu", "ThreadWaits", "is_busy", "quiet_estimate", "undisturbed"]
 
 #: Cores of run-queue waiting per second of timing from which a timing counts as busy. A quiet
 #: machine shows a few thousandths (the kernel's own work, timer interrupts).
 BUSY_LOAD = 0.05
 #: Cores' worth of CPU other processes must use during a batch's runs for its waits to count.
 FOREIGN_CORES = 0.05
+
+#: A timed sample whose threads each waited at most this long for a CPU, or at most this share of
+#: the sample, counts as undisturbed (``undisturbed``): on a quiet VM the longest wait in a
+#: 0.15 ms sample was 17 us, in a 14 ms one 0.76 ms; beside a spinning process the disturbed
+#: samples waited 4 ms and more (its time slice).
+NEGLIGIBLE_WAIT = 5e-5
+NEGLIGIBLE_SHARE = 0.06
 
 _TASKS = "/proc/self/task"
 
@@ -73,6 +87,30 @@ def _waits() -> dict[str, tuple[int, int]] | None:
     return found or None
 
 
+def _thread_waits() -> list[tuple[str, int]]:
+    """Per thread of this process: nanoseconds it has waited for a CPU (``_waits`` without the
+    preemption counts: cheap enough to read around every timed sample)."""
+    found = []
+    try:
+        threads = os.listdir(_TASKS)
+    except OSError:
+        return found
+    for thread in threads:
+        try:
+            with open(f"{_TASKS}/{thread}/schedstat") as handle:
+                found.append((thread, int(handle.read().split()[1])))
+        except (OSError, IndexError, ValueError):
+            continue  # a thread that ended meanwhile
+    return found
+
+
+def undisturbed(seconds: float, longest_wait: float) -> bool:
+    """Whether a timed sample of ``seconds`` whose most-delayed thread waited ``longest_wait``
+    for a CPU ran as on a quiet machine: waits of a few tens of microseconds (the kernel's own
+    work, a virtual CPU waking) happen there too."""
+    return longest_wait <= max(NEGLIGIBLE_WAIT, NEGLIGIBLE_SHARE * seconds)
+
+
 @dataclass
 class ThreadWaits:
     """The run-queue waits of this process's threads since ``start``."""
@@ -85,11 +123,25 @@ class ThreadWaits:
         before = _waits()
         return None if before is None else ThreadWaits(before, time.perf_counter())
 
-    def stop(self) -> tuple[float, float]:
+    @staticmethod
+    def start_sample() -> ThreadWaits:
+        """A window for ``longest_wait`` alone (cheaper to open than ``start``'s)."""
+        return ThreadWaits({thread: (waited, 0) for thread, waited in _thread_waits()}, time.perf_counter())
+
+    def longest_wait(self) -> float:
+        """Seconds the most-delayed thread of this process waited for a CPU since ``start``."""
+        longest = 0
+        for thread, waited in _thread_waits():
+            longest = max(longest, waited - self.before.get(thread, (0, 0))[0])
+        return longest / 1e9
+
+    def stop(self, disturbed: bool = False) -> tuple[float, float]:
         """(load, stall) over the window since ``start`` (see the module docstring); both 0
         when no thread was preempted: waiting that no other task caused (a sleeping thread
         woken on an idle virtual CPU can wait a millisecond for the hypervisor) is the
-        machine's, a quiet one's too."""
+        machine's, a quiet one's too -- unless the caller knows the window was ``disturbed``
+        (no sample in it ran undisturbed): a thread woken while another process holds its CPU
+        waits without being preempted."""
         wall = max(time.perf_counter() - self.began, 1e-9)
         after = _waits() or {}
         # A thread started inside the window (a thread pool's first parallel region) counts
@@ -99,7 +151,7 @@ class ThreadWaits:
             start_ns, start_switches = self.before.get(thread, (0, 0))
             waited.append(max(0, nanoseconds - start_ns) / 1e9)
             preempted += max(0, switches - start_switches)
-        if not preempted:
+        if not preempted and not disturbed:
             return 0.0, 0.0
         load = sum(waited) / wall
         stall = min(1.0, max(waited, default=0.0) / wall)

@@ -32,7 +32,7 @@ from typing import Any
 import numpy as np
 
 from metasched.measure.builder import Job, built_modules, decode_program, first_line
-from metasched.measure.noise import ThreadWaits
+from metasched.measure.noise import ThreadWaits, undisturbed
 
 __all__ = ["Reference", "compare_outputs", "compute_reference", "make_arguments", "run_job"]
 
@@ -52,6 +52,10 @@ WARM_ENOUGH = 0.02
 #: Seconds above which a first run is not merely cold: a candidate that slow and far slower than
 #: the best is reported after it.
 COLD_LIMIT = 0.05
+
+#: How many samples, in multiples of the repeats asked for, a candidate is run at most while
+#: other tasks keep disturbing its samples (``metasched.measure.noise``).
+DISTURBED_PATIENCE = 4
 
 #: Seconds one timed sample lasts at least: a kernel of a few microseconds is called several
 #: times per sample, since one call's time is mostly the clock's and the scheduler's jitter
@@ -324,15 +328,22 @@ def _run_built(built: Any, job: Job, reference: Reference | None) -> dict[str, A
         # (``noise``): a disturbed timing does not decide the best program.
         watch = ThreadWaits.start()
 
-        def result(seconds: float) -> dict[str, Any]:
+        def result(seconds: float, quiet: bool = False) -> dict[str, Any]:
             if watch is None:
                 return {"seconds": seconds}
-            load, stall = watch.stop()
+            load, stall = (0.0, 0.0) if quiet else watch.stop(disturbed=True)
             return {"seconds": seconds, "load": load, "stall": stall}
+
+        def timed_run(number: int) -> tuple[float, bool]:
+            """One timed sample, and whether it ran undisturbed (no thread of this process waited
+            for a CPU longer than a quiet machine makes it; unknown where the OS does not say: yes)."""
+            sample_watch = ThreadWaits.start_sample() if watch is not None else None
+            seconds = module.time(*timed, repeat=1, number=number, warmup=0)
+            return seconds, sample_watch is None or undisturbed(seconds, sample_watch.longest_wait())
 
         # Timed like the repeats below (the arguments checked outside the clock), so that the
         # first run compares with them.
-        first = module.time(*timed, repeat=1, warmup=0)
+        first, first_quiet = timed_run(1)
         if reference is not None:
             if len(reference.outputs) != len(outputs):
                 return {"error_kind": "wrong", "error_msg": "writes other parameters than the unscheduled program"}
@@ -344,24 +355,28 @@ def _run_built(built: Any, job: Job, reference: Reference | None) -> dict[str, A
         if first >= job.budget:
             # Slower than the whole timing budget: its exact time cannot matter, and timing it
             # again would cost the search more than all else.
-            return result(first)
+            return result(first, first_quiet)
         if job.best is not None and first > GIVE_UP_FACTOR * job.best:
             # Far slower than the best so far -- or only cold (a thread pool's start, code pages):
             # a fast kernel's first run can take many times its time; a slow one's cannot. A
             # second, warm run decides for a fast one; slow in both, it is reported as it is.
             if first >= COLD_LIMIT:
-                return result(first)
-            second = module.time(*timed, repeat=1, number=_calls_per_sample(first, flush_cache), warmup=0)
+                return result(first, first_quiet)
+            second, second_quiet = timed_run(_calls_per_sample(first, flush_cache))
             if second > GIVE_UP_FACTOR * job.best:
-                return result(min(first, second))
-            first = second
+                return result(min(first, second), first_quiet and second_quiet)
+            first, first_quiet = second, second_quiet
         number = _calls_per_sample(first, flush_cache)
         repeat = max(1, min(job.repeat, int(job.budget / max(first * number, 1e-9))))
         activations = _activations(func, arrays, outputs) if flush_cache else []
         # The first run was the warm-up (caches, pages, the thread pool's start); one long
         # enough that those are noise is a timed run too, unless each run starts from cold caches.
         samples = [first] if first >= WARM_ENOUGH and not flush_cache else []
-        while len(samples) < repeat:
+        quiet = [first] if samples and first_quiet else []
+        # Samples another task disturbed are taken again, up to DISTURBED_PATIENCE times the
+        # repeats: on a busy machine the undisturbed ones are the program's own timing.
+        attempts = len(samples)
+        while len(quiet) < repeat and attempts < DISTURBED_PATIENCE * repeat:
             # One run may be unlucky: a single sample must be twice as far from the best.
             close = CLOSE_FACTOR * (2 if len(samples) == 1 else 1)
             if samples and job.best is not None and min(samples) > close * job.best:
@@ -370,7 +385,13 @@ def _run_built(built: Any, job: Job, reference: Reference | None) -> dict[str, A
                 evict_caches()
                 for array in activations:
                     array.sum()  # read back into the caches, as the layer before left them
-            samples.append(module.time(*timed, repeat=1, number=number, warmup=0))
+            seconds, calm = timed_run(number)
+            samples.append(seconds)
+            attempts += 1
+            if calm:
+                quiet.append(seconds)
+        if quiet:
+            return result(float(np.median(quiet)), quiet=True)
         return result(float(np.median(samples)))
     except Exception as error:  # noqa: BLE001 - every failure is a result, never fatal
         return {"error_kind": "run", "error_msg": first_line(error)}

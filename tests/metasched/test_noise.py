@@ -13,7 +13,7 @@ import tir
 import tir.script as T
 from metasched.database import Database, TuningRecord
 from metasched.measure import MeasureInput, Measurer, MeasureResult
-from metasched.measure.noise import BUSY_LOAD, ThreadWaits, is_busy, quiet_estimate
+from metasched.measure.noise import BUSY_LOAD, ThreadWaits, is_busy, quiet_estimate, undisturbed
 
 # The module (``metasched.tune`` the attribute is the function).
 tune_module = importlib.import_module("metasched.tune")
@@ -186,3 +186,60 @@ def test_the_real_runner_reports_the_load_of_each_timing() -> None:
     assert outcome.error_kind is None
     if ThreadWaits.start() is not None:
         assert outcome.load is not None and outcome.load >= 0 and 0 <= (outcome.stall or 0) <= 1
+
+
+def _spinning_processes(count: int, seconds: float) -> list:  # noqa: ANN401
+    import subprocess
+    import sys
+
+    code = f"import time\nend = time.time() + {seconds}\nwhile time.time() < end: pass"
+    return [subprocess.Popen([sys.executable, "-c", code]) for _ in range(count)]
+
+
+def test_a_window_knows_whether_another_task_took_its_cpu() -> None:
+    """Spinning beside as many spinning processes as there are CPUs, a thread waits for its CPU
+    for a large share of the window: not an undisturbed sample."""
+    import os
+
+    if ThreadWaits.start() is None:
+        pytest.skip("this system does not count run-queue waits")
+    hogs = _spinning_processes(len(os.sched_getaffinity(0)), 5)
+    try:
+        time.sleep(0.3)
+        watch = ThreadWaits.start_sample()
+        began = time.perf_counter()
+        while time.perf_counter() < began + 0.5:
+            pass
+        assert not undisturbed(time.perf_counter() - began, watch.longest_wait())
+    finally:
+        for hog in hogs:
+            hog.kill()
+            hog.wait()
+
+
+def test_a_short_kernel_timed_beside_another_job_is_timed_quietly() -> None:
+    """One core taken by another job for the whole timing, a two-thread kernel far shorter than
+    the scheduler's time slice: the samples no other task disturbed are its timing, reported as
+    quiet and close to the quiet machine's (before, every sample counted and the timing was
+    busy)."""
+    import os
+
+    if ThreadWaits.start() is None or len(os.sched_getaffinity(0)) < 2:
+        pytest.skip("needs two CPUs and a system that counts run-queue waits")
+    sch = tir.Schedule(matmul)  # 0.15 ms at two threads on a 2-core Xeon
+    i, _j, _k = sch.get_loops(sch.get_block("C"))
+    sch.parallel(i)
+    func = sch.func
+    with Measurer("llvm", num_threads=2, repeat=20) as measurer:
+        (quiet,) = measurer.measure([MeasureInput(func, "llvm")])
+        hogs = _spinning_processes(len(os.sched_getaffinity(0)) - 1, 20)
+        try:
+            time.sleep(0.3)
+            (busy,) = measurer.measure([MeasureInput(func, "llvm")])
+        finally:
+            for hog in hogs:
+                hog.kill()
+                hog.wait()
+    assert quiet.error_kind is None and busy.error_kind is None
+    assert not is_busy(busy.load), busy
+    assert busy.seconds < 1.5 * quiet.seconds, (busy.seconds, quiet.seconds)
