@@ -94,6 +94,31 @@ def test_pad_einsum_after_decompose_reduction_copies_the_output_in() -> None:
     check_replay(sch, small_matmul)
 
 
+@T.script
+def conv_1d(A: T.Buffer((12, 6), "float32"), W: T.Buffer((3, 6, 10), "float32"), B: T.Buffer((10, 10), "float32")):
+    for x, co, r, ci in T.grid(10, 10, 3, 6):
+        with T.block("B"):
+            vx, vco, vr, vci = T.remap("SSRR", x, co, r, ci)
+            with T.init():
+                B[vx, vco] = 0.0
+            B[vx, vco] += A[vx + vr, vci] * W[vr, vci, vco]
+
+
+def test_pad_einsum_leaves_an_operand_no_padded_iterator_indexes() -> None:
+    """A convolution's output channels padded (10 -> 16, ImageNet's 1000 -> 1008 on AVX-512):
+    the input, read at ``vx + vr``, is indexed by no padded iterator and keeps its indices."""
+    sch = Schedule(conv_1d, debug=True)
+    sch.pad_einsum(sch.get_block("B"), [1, 16, 1, 1])
+    names = [b.block_name for b in sch.get_child_blocks(sch.get_block("root"))]
+    assert names == ["W_pad", "B", "B_unpad"]
+    check_numerics(conv_1d, sch.func)
+    check_replay(sch, conv_1d)
+    # Padding the iterator of that compound index is still refused.
+    with pytest.raises(ScheduleError, match="not in einsum form: every index of a padded buffer .* vx \\+ vr"):
+        sch2 = Schedule(conv_1d)
+        sch2.pad_einsum(sch2.get_block("B"), [16, 1, 1, 1])
+
+
 def test_pad_einsum_without_padding_changes_nothing() -> None:
     sch = Schedule(small_matmul)
     sch.pad_einsum(sch.get_block("C"), [5, 6, 7])

@@ -1010,9 +1010,10 @@ def pad_einsum(func: PrimFunc, block_name: str, padding: Sequence[int]) -> PrimF
     - the block is not the root, has no predicate, no opaque iterators, constant iterator
       extents, no nested blocks or match_buffers, and the statements between it and its scope
       are its own loops only, each binding one iterator over its whole domain from 0;
-    - einsum form: every index of every load and store in the block is a block iterator or an
-      integer constant, and each buffer is accessed with one index pattern, inside its bounds
-      over the original iteration domain;
+    - einsum form for every buffer a padded iterator indexes: each index of its loads and
+      stores is a block iterator or an integer constant, one index pattern per buffer, inside
+      its bounds over the original iteration domain (other operands may have any indices:
+      ``data[v0, v1 + r0, v2 + r1, r2]`` when only the output channels are padded);
     - an output is stored unconditionally (not under an ``if`` or a loop), unless it is copied
       in (read without an init);
     - when a reduce iterator is padded, the body is one update ``C[...] = C[...] + X`` where
@@ -1098,18 +1099,33 @@ def pad_einsum(func: PrimFunc, block_name: str, padding: Sequence[int]) -> PrimF
     if block.match_buffers:
         raise ScheduleError(primitive, target, "the block has match_buffer views", block)
     iter_by_id = {id(iv.var): k for k, iv in enumerate(block.iter_vars)}
+    padded_extents = [_padded_extent(e, p) for e, p in zip(extents, padding)]
+    padded_iters = {k for k, (e, p) in enumerate(zip(extents, padded_extents)) if e is not p}
+    if not padded_iters:
+        return func
+    padded_var_ids = {id(block.iter_vars[k].var) for k in padded_iters}
+    # Only the buffers a padded iterator indexes are padded, so only their accesses need the
+    # einsum form; another operand (a convolution's input at v1 + r0, neither padded) keeps its
+    # indices, which stay inside the domains they had.
+    touched = {
+        id(access.node.buffer)
+        for access in accesses
+        if any(id(var) in padded_var_ids for expr in access.indices for var in free_vars(expr))
+    }
     patterns: dict[int, tuple[Buffer, tuple[PrimExpr, ...]]] = {}
     for access in accesses:
+        buffer = access.node.buffer
+        if id(buffer) not in touched:
+            continue
         for expr in access.indices:
             if not (isinstance(expr, IntImm) or (isinstance(expr, Var) and id(expr) in iter_by_id)):
                 raise ScheduleError(
                     primitive,
                     target,
-                    f"not in einsum form: every index must be a block iterator or a constant, but the "
-                    f"{_show_access(access)} has the index {expr}",
+                    f"not in einsum form: every index of a padded buffer must be a block iterator or a constant, "
+                    f"but the {_show_access(access)} has the index {expr}",
                     block,
                 )
-        buffer = access.node.buffer
         known = patterns.get(id(buffer))
         if known is None:
             patterns[id(buffer)] = (buffer, access.indices)
@@ -1121,14 +1137,7 @@ def pad_einsum(func: PrimFunc, block_name: str, padding: Sequence[int]) -> PrimF
                 f"and {buffer.name}[{', '.join(map(str, access.indices))}]); einsum form needs one pattern per buffer",
                 block,
             )
-    padded_extents = [_padded_extent(e, p) for e, p in zip(extents, padding)]
-    padded_iters = {k for k, (e, p) in enumerate(zip(extents, padded_extents)) if e is not p}
-    if not padded_iters:
-        return func
-    padded_buffers: list[tuple[Buffer, tuple[PrimExpr, ...]]] = []
-    for buffer, pattern in patterns.values():
-        if any(isinstance(e, Var) and iter_by_id[id(e)] in padded_iters for e in pattern):
-            padded_buffers.append((buffer, pattern))
+    padded_buffers: list[tuple[Buffer, tuple[PrimExpr, ...]]] = list(patterns.values())
     padded_ids = {id(buffer) for buffer, _ in padded_buffers}
     analyzer = Analyzer()
     for buffer, pattern in padded_buffers:
