@@ -152,6 +152,57 @@ def test_default_schedule_of_awkward_extents_pads_packs_and_computes_the_product
 
 
 @T.script
+def conv1x1_1000(
+    X: T.Buffer((1, 5, 5, 32), "float32"),
+    W: T.Buffer((1, 1, 32, 1000), "float32"),
+    Y: T.Buffer((1, 5, 5, 1000), "float32"),
+):
+    T.func_attr({"layout_free_buffers": ["W"]})
+    for n, h, w, co, rh, rw, ci in T.grid(1, 5, 5, 1000, 1, 1, 32):
+        with T.block("conv"):
+            vn, vh, vw, vco, vrh, vrw, vci = T.remap("SSSSRRR", n, h, w, co, rh, rw, ci)
+            with T.init():
+                Y[vn, vh, vw, vco] = 0.0
+            Y[vn, vh, vw, vco] += X[vn, vh + vrh, vw + vrw, vci] * W[vrh, vrw, vci, vco]
+
+
+@T.script
+def average_pool_1000(X: T.Buffer((1, 5, 5, 1000), "float32"), Y: T.Buffer((1, 1, 1, 1000), "float32")):
+    for n, a, b, c, rh, rw in T.grid(1, 1, 1, 1000, 5, 5):
+        with T.block("pool"):
+            vn, va, vb, vc, vrh, vrw = T.remap("SSSSRR", n, a, b, c, rh, rw)
+            with T.init():
+                Y[vn, va, vb, vc] = 0.0
+            Y[vn, va, vb, vc] += X[vn, vrh, vrw, vc]
+
+
+def test_a_convolution_pads_its_awkward_channels_but_a_pool_reading_each_input_once_does_not() -> None:
+    """1000 output channels (SqueezeNet's last convolution): the weights, reused over every
+    pixel and packed once, are padded to whole panels (onnxruntime pads to 1008); the input of a
+    global average pool, read once, is not (its padded copy cost 7x the pool)."""
+    from metasched.measure.builder import build_program
+
+    conv = default_candidate(conv1x1_1000, TARGET)
+    assert conv is not None
+    if LANES >= 16:  # 1000 = 125 whole 8-lane panels: AVX2 needs no padding
+        assert "pad_einsum" in {inst.kind for inst in conv.trace.instructions}
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((1, 5, 5, 32), dtype=np.float32)
+    w = rng.standard_normal((1, 1, 32, 1000), dtype=np.float32)
+    y = np.zeros((1, 5, 5, 1000), np.float32)
+    built = build_program(conv.func, TARGET)
+    built.module(*built.arguments([x, w, y]))
+    np.testing.assert_allclose(y[0], x[0] @ w[0, 0], rtol=1e-4, atol=1e-4)
+    pool = default_candidate(average_pool_1000, TARGET)
+    assert pool is not None
+    assert "pad_einsum" not in {inst.kind for inst in pool.trace.instructions}
+    x = rng.standard_normal((1, 5, 5, 1000), dtype=np.float32)
+    y = np.zeros((1, 1, 1, 1000), np.float32)
+    build_program(pool.func, TARGET).module(x, y)
+    np.testing.assert_allclose(y.reshape(1000), x.sum(axis=(0, 1, 2)), rtol=1e-4, atol=1e-4)
+
+
+@T.script
 def row_sums(A: T.Buffer((6, 750), "float32"), S: T.Buffer((6,), "float32")):
     for i, k in T.grid(6, 750):
         with T.block("S"):
