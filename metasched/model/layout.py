@@ -159,8 +159,13 @@ class _Rewriter:
 
     # ------------------------------------------------------------ nodes
 
+    def live(self, name: str) -> bool:
+        """Whether a node's output is read by a node or is a graph output (Dropout's mask is
+        neither in an inference graph: it must not keep the data channels-first)."""
+        return bool(name) and (bool(self.users.get(name)) or name in self.graph.outputs)
+
     def convertible(self, node: Node) -> bool:
-        outputs = [o for o in node.outputs if o]
+        outputs = [o for o in node.outputs if self.live(o)]
         if not outputs or not all(self.movable(o) for o in outputs):
             return False
         rank = self.rank(outputs[0])
@@ -259,7 +264,7 @@ class _Rewriter:
     def convert(self, node: Node) -> None:
         attrs = dict(node.attrs)
         inputs = list(node.inputs)
-        rank = self.rank(next(o for o in node.outputs if o))
+        rank = self.rank(next(o for o in node.outputs if self.live(o)))
         assert rank is not None
         if node.op_type == "Conv" and self.use_winograd and self.fits_winograd(node):
             self.convert_winograd(node)
@@ -299,8 +304,8 @@ class _Rewriter:
             attrs[LAYOUT_ATTR] = "NHWC"
         outputs = []
         for name in node.outputs:
-            if not name:
-                outputs.append(name)
+            if not self.live(name):
+                outputs.append("")  # an optional output nothing reads (Dropout's mask): not made
                 continue
             outputs.append(self.new_twin(name))
         self.nodes.append(replace(node, inputs=inputs, outputs=outputs, attrs=attrs))

@@ -67,6 +67,22 @@ def test_transposes_only_at_the_borders():  # type: ignore[no-untyped-def]
         for_target(graph, "llvm", "NWHC")
 
 
+def test_dropout_with_its_mask_output_stays_channels_last():  # type: ignore[no-untyped-def]
+    """SqueezeNet's Conv -> Concat -> Dropout (its mask output written, read by nobody) -> Conv:
+    the Dropout is a view of the twin, not a transpose back to NCHW and forth again."""
+    nodes = [
+        helper.make_node("Conv", ["x", "w0"], ["c0"], pads=[1, 1, 1, 1]),
+        helper.make_node("Relu", ["c0"], ["r0"]),
+        helper.make_node("Dropout", ["r0"], ["d0", "mask"]),
+        helper.make_node("Conv", ["d0", "w1"], ["y"]),
+    ]
+    model = make_model(nodes, {"x": r(1, 3, 9, 9)}, ["y"], {"w0": r(8, 3, 3, 3), "w1": r(5, 8, 1, 1)})
+    last = channels_last(msm.from_onnx(model))
+    transposes = [n for n in last.nodes if n.op_type == "Transpose"]
+    assert [t.attrs["perm"] for t in transposes] == [TO_LAST, TO_FIRST], [n.op_type for n in last.nodes]
+    _run_both(model, {"x": r(1, 3, 9, 9)}, schedule="default")
+
+
 def test_block_model_matches_onnxruntime_default_schedules():  # type: ignore[no-untyped-def]
     model = _block_model()
     _run_both(model, {"x": r(1, 3, 17, 17)}, schedule="default")
