@@ -22,8 +22,8 @@ disturbed only when other processes really used the CPU while they were taken:
 ``SystemCpu.foreign_cores`` over the batch's runs (``/proc/stat`` less this process tree's own
 time) of at least ``FOREIGN_CORES``; otherwise their ``load`` and ``stall`` are reported as 0.
 
-The runner also watches each timed sample on its own (``ThreadWaits.longest_wait``,
-``undisturbed``): on a machine where another job holds a core, a kernel shorter than the
+The runner also watches each timed sample on its own (``SampleWatch``, ``undisturbed``: the
+threads the sample kept runnable, not a worker's idle helpers): on a machine where another job holds a core, a kernel shorter than the
 scheduler's time slice still runs many samples with every thread on a CPU of its own (beside a
 spinning process, a 0.15 ms kernel timed 0.15 ms in most samples and 2-8 ms in the others). Those samples are quiet timings, and a candidate
 with enough of them is reported quiet (``load`` and ``stall`` 0) from them alone; only a kernel
@@ -47,7 +47,16 @@ import os
 import time
 from dataclasses import dataclass
 
-__all__ = ["BUSY_LOAD", "FOREIGN_CORES", "SystemCpu", "ThreadWaits", "is_busy", "quiet_estimate", "undisturbed"]
+__all__ = [
+    "BUSY_LOAD",
+    "FOREIGN_CORES",
+    "SampleWatch",
+    "SystemCpu",
+    "ThreadWaits",
+    "is_busy",
+    "quiet_estimate",
+    "undisturbed",
+]
 
 #: Cores of run-queue waiting per second of timing from which a timing counts as busy. A quiet
 #: machine shows a few thousandths (the kernel's own work, timer interrupts).
@@ -87,9 +96,9 @@ def _waits() -> dict[str, tuple[int, int]] | None:
     return found or None
 
 
-def _thread_waits() -> list[tuple[str, int]]:
-    """Per thread of this process: nanoseconds it has waited for a CPU (``_waits`` without the
-    preemption counts: cheap enough to read around every timed sample)."""
+def _thread_times() -> list[tuple[str, int, int]]:
+    """Per thread of this process: nanoseconds it has run and waited for a CPU (``_waits``
+    without the preemption counts: cheap enough to read around every timed sample)."""
     found = []
     try:
         threads = os.listdir(_TASKS)
@@ -98,10 +107,43 @@ def _thread_waits() -> list[tuple[str, int]]:
     for thread in threads:
         try:
             with open(f"{_TASKS}/{thread}/schedstat") as handle:
-                found.append((thread, int(handle.read().split()[1])))
+                fields = handle.read().split()
+            found.append((thread, int(fields[0]), int(fields[1])))
         except (OSError, IndexError, ValueError):
             continue  # a thread that ended meanwhile
     return found
+
+
+@dataclass
+class SampleWatch:
+    """The run and wait times of this process's threads since ``start``: which threads ran a
+    timed call, and how long the most-delayed of them waited for a CPU."""
+
+    before: dict[str, tuple[int, int]]
+    began: float
+
+    @staticmethod
+    def start() -> SampleWatch:
+        return SampleWatch({thread: (ran, waited) for thread, ran, waited in _thread_times()}, time.perf_counter())
+
+    def _deltas(self) -> list[tuple[str, int, int]]:
+        deltas = []
+        for thread, ran, waited in _thread_times():
+            ran_before, waited_before = self.before.get(thread, (0, 0))
+            deltas.append((thread, ran - ran_before, waited - waited_before))
+        return deltas
+
+    def runnable_threads(self, share: float = 0.5) -> set[str]:
+        """The threads that ran or waited to run for at least ``share`` of the window: the ones
+        a kernel call kept busy (the caller and its thread pool), not a worker's idle helpers
+        (a dask worker's event loop wakes now and then and may wait for a CPU the kernel holds)."""
+        window = max(time.perf_counter() - self.began, 1e-9) * 1e9
+        return {thread for thread, ran, waited in self._deltas() if ran + waited >= share * window}
+
+    def longest_wait(self, threads: set[str] | None = None) -> float:
+        """Seconds the most-delayed of ``threads`` (default: every thread) waited for a CPU."""
+        waits = [waited for thread, _ran, waited in self._deltas() if threads is None or thread in threads]
+        return max(waits, default=0) / 1e9
 
 
 def undisturbed(seconds: float, longest_wait: float) -> bool:
@@ -122,18 +164,6 @@ class ThreadWaits:
     def start() -> ThreadWaits | None:
         before = _waits()
         return None if before is None else ThreadWaits(before, time.perf_counter())
-
-    @staticmethod
-    def start_sample() -> ThreadWaits:
-        """A window for ``longest_wait`` alone (cheaper to open than ``start``'s)."""
-        return ThreadWaits({thread: (waited, 0) for thread, waited in _thread_waits()}, time.perf_counter())
-
-    def longest_wait(self) -> float:
-        """Seconds the most-delayed thread of this process waited for a CPU since ``start``."""
-        longest = 0
-        for thread, waited in _thread_waits():
-            longest = max(longest, waited - self.before.get(thread, (0, 0))[0])
-        return longest / 1e9
 
     def stop(self, disturbed: bool = False) -> tuple[float, float]:
         """(load, stall) over the window since ``start`` (see the module docstring); both 0

@@ -32,7 +32,7 @@ from typing import Any
 import numpy as np
 
 from metasched.measure.builder import Job, built_modules, decode_program, first_line
-from metasched.measure.noise import ThreadWaits, undisturbed
+from metasched.measure.noise import SampleWatch, ThreadWaits, undisturbed
 
 __all__ = ["Reference", "compare_outputs", "compute_reference", "make_arguments", "run_job"]
 
@@ -335,11 +335,14 @@ def _run_built(built: Any, job: Job, reference: Reference | None) -> dict[str, A
             return {"seconds": seconds, "load": load, "stall": stall}
 
         def timed_run(number: int) -> tuple[float, bool]:
-            """One timed sample, and whether it ran undisturbed (no thread of this process waited
-            for a CPU longer than a quiet machine makes it; unknown where the OS does not say: yes)."""
-            sample_watch = ThreadWaits.start_sample() if watch is not None else None
+            """One timed sample, and whether it ran undisturbed (no thread the sample kept
+            runnable -- the kernel's -- waited for a CPU longer than a quiet machine makes it;
+            unknown where the OS does not say: yes)."""
+            sample_watch = SampleWatch.start() if watch is not None else None
             seconds = module.time(*timed, repeat=1, number=number, warmup=0)
-            return seconds, sample_watch is None or undisturbed(seconds, sample_watch.longest_wait())
+            if sample_watch is None:
+                return seconds, True
+            return seconds, undisturbed(seconds, sample_watch.longest_wait(sample_watch.runnable_threads()))
 
         # Timed like the repeats below (the arguments checked outside the clock), so that the
         # first run compares with them.

@@ -13,7 +13,7 @@ import tir
 import tir.script as T
 from metasched.database import Database, TuningRecord
 from metasched.measure import MeasureInput, Measurer, MeasureResult
-from metasched.measure.noise import BUSY_LOAD, ThreadWaits, is_busy, quiet_estimate, undisturbed
+from metasched.measure.noise import BUSY_LOAD, SampleWatch, ThreadWaits, is_busy, quiet_estimate, undisturbed
 
 # The module (``metasched.tune`` the attribute is the function).
 tune_module = importlib.import_module("metasched.tune")
@@ -206,7 +206,7 @@ def test_a_window_knows_whether_another_task_took_its_cpu() -> None:
     hogs = _spinning_processes(len(os.sched_getaffinity(0)), 5)
     try:
         time.sleep(0.3)
-        watch = ThreadWaits.start_sample()
+        watch = SampleWatch.start()
         began = time.perf_counter()
         while time.perf_counter() < began + 0.5:
             pass
