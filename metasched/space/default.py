@@ -31,7 +31,12 @@ from typing import Any
 
 from metasched.space.analysis import TILED, UNROLL
 from metasched.space.rules.add_rfactor import LANES_STRUCTURE
-from metasched.space.rules.multi_level_tiling import EPILOGUE_AT_REGISTERS_STRUCTURE, TAIL_SUFFIX, MultiLevelTiling
+from metasched.space.rules.multi_level_tiling import (
+    AWKWARD_SUFFIX,
+    EPILOGUE_AT_REGISTERS_STRUCTURE,
+    TAIL_SUFFIX,
+    MultiLevelTiling,
+)
 from tir.ir import PrimFunc
 from tir.schedule import Trace
 from tir.target import Target
@@ -94,16 +99,34 @@ def default_decisions(sketch: Trace, target: str | Target = "llvm") -> dict[int,
         reduce = [(pos, inst) for pos, inst in run if inst.kwargs.get("n", 2) == 2]
         extents = {pos: _product(inst.decision) for pos, inst in run}
         packed = bool(spatial) and _counts_panels(sketch, spatial[-1][0])
+        # A tail sketch's fused pixels: their register tile is the categorical factor split off
+        # below the sample (the sample's own innermost stays 1), so the vectors share the
+        # register file with that many rows.
+        tail_rows = 1
+        for pos, _inst in spatial:
+            rows = _tail_rows(sketch, pos)
+            if rows:
+                tail_rows = rows
+                spatial = [item for item in spatial if item[0] != pos]
+                tail_sample = (pos, _inst)
+                break
         if packed:
             # Packed operand: the vector loop was split by the panel width (one vector) first,
             # so its sample counts panels; the register tile is chosen in elements.
             vector_pos = spatial[-1][0]
             register_tile = _register_tile(
-                spatial, {**extents, vector_pos: extents[vector_pos] * lanes}, lanes, max_vectors=4, panel=lanes
+                spatial,
+                {**extents, vector_pos: extents[vector_pos] * lanes},
+                lanes,
+                max_vectors=4,
+                panel=lanes,
+                fixed_rows=tail_rows,
             )
             register_tile[vector_pos] = max(1, register_tile[vector_pos] // lanes)
         else:
-            register_tile = _register_tile(spatial, extents, lanes)
+            register_tile = _register_tile(spatial, extents, lanes, fixed_rows=tail_rows)
+        if tail_rows > 1:
+            spatial = [tail_sample, *spatial]  # its tiles are outer tiles: parallel, then the rest
         # The parallel postprocessor fuses outer tiles while their product fits max_parallel.
         # The vector loop's outer tile takes what fits first: each thread then owns panels of
         # the operand indexed by the vector loop (a weight's columns) and reads each panel from
@@ -140,13 +163,17 @@ def default_decisions(sketch: Trace, target: str | Target = "llvm") -> dict[int,
             limit = min(int(inst.kwargs.get("max_innermost_factor", 64)), REDUCTION_SLICE)
             inner = _divisor_at_most(extent, limit)
             decisions[pos] = [extent // inner, inner]
-        unrolled = max(unrolled, _register_tile_loops(register_tile, vector_last, packed))
+        unrolled = max(unrolled, tail_rows * _register_tile_loops(register_tile, vector_last, packed))
     for pos, inst in enumerate(sketch.instructions):
         if inst.kind == "sample_categorical":
             candidates = list(inst.args[0]) if inst.args else []
             following = sketch.instructions[pos + 1] if pos + 1 < len(sketch.instructions) else None
             if following is not None and following.kwargs.get("ann_key") == UNROLL:
                 decisions[pos] = _unroll_choice(candidates, unrolled)
+            elif following is not None and following.kind == "split":
+                # A tail sketch's pixels per register tile: the sketch's own choice (the
+                # largest), which its tile samples were drawn for.
+                decisions[pos] = inst.decision
             else:
                 decisions[pos] = 1 if len(candidates) > 1 else 0
         elif inst.kind == "sample_compute_location":
@@ -214,16 +241,37 @@ def _counts_panels(sketch: Trace, pos: int) -> bool:
     return factors is not None and len(factors) == 2 and factors[0] is None and isinstance(factors[1], int)
 
 
+def _tail_rows(sketch: Trace, pos: int) -> int:
+    """The pixels per register tile of a tail sketch when the sample at ``pos`` tiles its fused
+    pixels (it follows the split by a sampled factor); 0 otherwise."""
+    if pos < 2 or sketch.instructions[pos - 1].kind != "split":
+        return 0
+    categorical = sketch.instructions[pos - 2]
+    if categorical.kind != "sample_categorical" or categorical.decision is None:
+        return 0
+    return int(categorical.args[0][categorical.decision])
+
+
 def _register_tile(
-    spatial: list[tuple[int, Any]], extents: dict[int, int], lanes: int, max_vectors: int = 2, panel: int = 1
+    spatial: list[tuple[int, Any]],
+    extents: dict[int, int],
+    lanes: int,
+    max_vectors: int = 2,
+    panel: int = 1,
+    fixed_rows: int = 1,
 ) -> dict[int, int]:
     """Innermost tile per spatial sample: a vector tile on the last loop and a row tile on one
     other, the pair that keeps the most vector accumulators within the register file (about
     3/4 of it: the loaded operands need the rest; 32 registers with AVX-512, else 16). Small
-    extents such as a 7x7 image's rows fit whole (7 rows x 1 vector) rather than 1 row x 2."""
+    extents such as a 7x7 image's rows fit whole (7 rows x 1 vector) rather than 1 row x 2.
+    ``fixed_rows`` rows are in the tile already (a tail sketch's pixels): the vectors fit
+    beside them, and no other row tile is added."""
     if not spatial:
         return {}
     budget = 24 if lanes >= 16 else 12
+    if fixed_rows > 1:
+        max_vectors = max(1, min(max_vectors, budget // fixed_rows))
+        budget = max_vectors
     vector_pos, vector_inst = spatial[-1]
     # A packed loop's sample counts panels, its limit too.
     vector_limit = int(vector_inst.kwargs.get("max_innermost_factor", 64)) * panel
@@ -273,7 +321,9 @@ def _preference(sketch: Trace) -> tuple[int, ...]:
     register tile (reductions whole) rather than per cache tile (the tile is stored once,
     finished, instead of stored and read back) -- except for a streamed operand
     (``STREAMED_BYTES``), whose reduction is sliced; a register tile that leaves a partial
-    last tile (its size is the tuner's to find) last."""
+    last tile (its size is the tuner's to find) last -- except over a pixel count no perfect
+    register tile fits (``awkward_pixels``), where the tail sketch comes before all but the
+    padding and lanes rules."""
     kinds = {inst.kind for inst in sketch.instructions}
     structures = [
         str(inst.kwargs.get("ann_val"))
@@ -284,11 +334,12 @@ def _preference(sketch: Trace) -> tuple[int, ...]:
     return (
         "compute_inline" in kinds,
         -structures.count(LANES_STRUCTURE),
+        not any(AWKWARD_SUFFIX in structure for structure in structures),
         "transform_layout" not in kinds,
         "pad_einsum" not in kinds,
         "reverse_compute_at" not in kinds,
         at_registers if _streamed(sketch) else not at_registers,
-        any(structure.endswith(TAIL_SUFFIX) for structure in structures),
+        any(structure.endswith(TAIL_SUFFIX) and AWKWARD_SUFFIX not in structure for structure in structures),
     )
 
 

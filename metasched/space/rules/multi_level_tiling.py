@@ -69,7 +69,9 @@ __all__ = [
     "EPILOGUE_AT_REGISTERS_STRUCTURE",
     "TAIL_FACTORS",
     "TAIL_MAX_PIXELS",
+    "AWKWARD_SUFFIX",
     "TAIL_SUFFIX",
+    "awkward_pixels",
     "MultiLevelTiling",
     "PackChoice",
     "tail_factors",
@@ -91,6 +93,9 @@ EPILOGUE_AT_REGISTERS = 3
 EPILOGUE_AT_REGISTERS_STRUCTURE = "SSSRS"
 #: Appended to the structure of a sketch whose pixel register tile may not divide the pixels.
 TAIL_SUFFIX = "+tail"
+#: Marks (before ``TAIL_SUFFIX``) a tail sketch of a pixel count no perfect register tile fits
+#: (``awkward_pixels``): preferred by default schedules.
+AWKWARD_SUFFIX = "+awkward"
 #: Pixel counts a register tile may take when they do not divide the pixels (hand-written
 #: kernels use 3 or 6 rows of 8-lane accumulators: 12 of the 16 vector registers).
 TAIL_FACTORS = (3, 4, 5, 6, 8)
@@ -104,10 +109,20 @@ TAIL_MAX_PIXELS = 64
 
 def tail_factors(pixels: int | None) -> list[int]:
     """Register-tile pixel counts that leave a partial last tile over ``pixels`` pixels (those
-    that divide it are the perfectly tiled sketches' business); none past ``TAIL_MAX_PIXELS``."""
-    if pixels is None or pixels > TAIL_MAX_PIXELS:
+    that divide it are the perfectly tiled sketches' business); none past ``TAIL_MAX_PIXELS``
+    unless no perfect tile of 4 pixels or more exists (``awkward_pixels``)."""
+    if pixels is None or (pixels > TAIL_MAX_PIXELS and not awkward_pixels(pixels)):
         return []
     return [factor for factor in TAIL_FACTORS if factor < pixels and pixels % factor]
+
+
+def awkward_pixels(pixels: int | None) -> bool:
+    """Whether a pixel count past ``TAIL_MAX_PIXELS`` has no register-tile divisor (4 to 8):
+    Inception v3's 71 x 71 and 17 x 17 outputs, 73 x 73 (squares of primes). The perfectly
+    tiled sketches then keep one pixel per register tile and few parallel chunks (a 3x3
+    convolution 73 x 73, 80 -> 192 at 2 threads: 15 ms; with 72 x 72 outputs 5.5 ms), so tail
+    sketches are made for them (``AWKWARD_SUFFIX``), default schedules included, and preferred."""
+    return pixels is not None and pixels > TAIL_MAX_PIXELS and not any(pixels % d == 0 for d in range(4, 9))
 
 
 def padded_vector_extent(extent: int, width: int) -> int:
@@ -185,6 +200,7 @@ class MultiLevelTiling(SketchRule):
         pack: bool = True,
         pack_levels: tuple[int, ...] = (),
         tails: bool = True,
+        awkward_tails: bool = True,
     ) -> None:
         self.target = Target.parse(target)
         self.max_innermost_factor = max_innermost_factor
@@ -192,7 +208,8 @@ class MultiLevelTiling(SketchRule):
         self.write_levels = write_levels
         self.pack = pack
         self.pack_levels = pack_levels
-        self.tails = tails
+        self.tails = tails  # tail sketches wherever tail_factors offers some
+        self.awkward_tails = awkward_tails  # ... or only for awkward pixel counts
 
     def fits(self, info: BlockInfo) -> bool:
         return (
@@ -273,7 +290,8 @@ class MultiLevelTiling(SketchRule):
                 )
                 if tiled is not None:
                     results.append(tiled)
-        if self.tails and tail_factors(_pixel_count(info)):
+        pixels = _pixel_count(info)
+        if (self.tails or (self.awkward_tails and awkward_pixels(pixels))) and tail_factors(pixels):
             # Last, so that default schedules (which keep the first of equally preferred
             # sketches) never start from an unmeasured tile shape.
             for pack in packs[1:]:
@@ -394,7 +412,8 @@ class MultiLevelTiling(SketchRule):
             factors = tail_factors(_pixel_count(info))
             pixels = [handle_of[var] for var in spatial[:-1]]
             fused = sch.fuse(*pixels) if len(pixels) > 1 else pixels[0]
-            factor = sch.sample_categorical(factors, [1.0] * len(factors))
+            # The largest tile first (the default schedule's; the search mutates it).
+            factor = sch.sample_categorical(factors, [1.0] * len(factors), decision=len(factors) - 1)
             outer, inner = sch.split(fused, [None, factor])
             sizes = sch.sample_perfect_tile(outer, n=3, max_innermost_factor=self.max_innermost_factor)
             tiled_pixels = [*sch.split(outer, sizes), inner]
@@ -436,7 +455,8 @@ class MultiLevelTiling(SketchRule):
         order += [t[4] for t in spatial_tiles if len(t) > 4]  # a packed loop's lanes
         sch.reorder(*order)
         structure = EPILOGUE_AT_REGISTERS_STRUCTURE if at_registers else self.structure
-        sch.annotate(block, TILED, structure + (TAIL_SUFFIX if tail else ""))
+        suffix = (AWKWARD_SUFFIX if awkward_pixels(_pixel_count(info)) else "") + TAIL_SUFFIX if tail else ""
+        sch.annotate(block, TILED, structure + suffix)
         if level is not None:
             anchor = spatial_tiles[-1][level - 1]
             if fuse_consumer:
