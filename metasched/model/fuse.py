@@ -6,7 +6,9 @@ output -- so ``Conv + bias + BN + Relu + residual Add`` is one group, its epilog
 after the convolution; complex nodes (convolutions, matmuls, pooling, reductions, softmax,
 normalization) start a group; opaque nodes (Concat, Split) are a group of their own; view nodes
 (Reshape, Flatten, Squeeze, Unsqueeze, Identity, Dropout) run no kernel at all: their output
-is the input's memory under another shape.
+is the input's memory under another shape. Then a group of injective nodes that holds every
+consumer of a kernel group's one output absorbs that group (SiLU, GELU: an activation reading
+the convolution's output twice is its epilogue).
 """
 
 from __future__ import annotations
@@ -76,11 +78,62 @@ def partition(graph: Graph) -> list[Group]:
         for name in outputs:
             owner[name] = target
         last_index[id(target)] = index
+    groups = _merge_diamonds(graph, groups, owner, users, last_index)
     groups.sort(key=lambda g: last_index[id(g)])
     for k, group in enumerate(groups):
         ops = "_".join(dict.fromkeys(t.lower() for t in group.op_types))
         group.name = f"g{k}_{ops}"[:48]
     return groups
+
+
+def _merge_diamonds(
+    graph: Graph,
+    groups: list[Group],
+    owner: dict[str, Group],
+    users: dict[str, list[Node]],
+    last_index: dict[int, int],
+) -> list[Group]:
+    """Groups of injective nodes that read every use of a kernel group's one output join it.
+
+    An activation that reads its input twice -- SiLU ``x * sigmoid(x)``, GELU ``x * (1 +
+    erf(x / sqrt 2)) / 2``, HardSwish written out -- gives that value two consumers, so the node
+    order rule above leaves the activation a kernel of its own that reads the convolution's
+    output back from memory (EfficientNet's SiLU kernels: a fifth of its time). When one
+    injective group holds all the consumers, the value never needs to exist outside a merged
+    group: the activation is the convolution's epilogue."""
+    position = {id(node): index for index, node in enumerate(graph.nodes)}
+    merged_away: set[int] = set()
+    for group in groups:
+        if group.kind != "kernel" or group.closed or group.has_complex or id(group) in merged_away:
+            continue
+        members = {id(node) for node in group.nodes}
+        produced = {name for node in group.nodes for name in node.outputs}
+        for name in dict.fromkeys(name for node in group.nodes for name in node.inputs if name):
+            producer = owner.get(name)
+            if (
+                name in produced
+                or producer is None
+                or producer is group
+                or id(producer) in merged_away
+                or producer.kind != "kernel"
+                or producer.closed
+                or producer.outputs != [name]
+                or name in graph.outputs
+                or len(users.get(name, [])) < 2
+                or not all(id(user) in members for user in users[name])
+            ):
+                continue
+            # The producer's nodes move into this group (node order keeps them topological).
+            group.nodes = sorted([*producer.nodes, *group.nodes], key=lambda node: position[id(node)])
+            group.has_complex = producer.has_complex
+            for node in producer.nodes:
+                for out in node.outputs:
+                    if out:
+                        owner[out] = group
+            last_index[id(group)] = max(last_index[id(group)], last_index[id(producer)])
+            merged_away.add(id(producer))
+            break  # one producer per group: a second complex node would not fit in one kernel
+    return [group for group in groups if id(group) not in merged_away]
 
 
 def lower_group(graph: Graph, group: Group) -> PrimFunc:
