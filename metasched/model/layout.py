@@ -9,8 +9,8 @@ with the convolution's stride (2 or 5 in a wav2vec2 feature extractor), where NW
 contiguous channels. So ``channels_last(graph)`` rewrites every 1-D and 2-D ``Conv`` to
 channels-last (its weights transposed once, here, at compile time), carries the channels-last
 values through the operators that do not care about the layout (pooling, InstanceNormalization,
-elementwise and broadcast operators, channel Concat, a Slice of constant axes, Identity, a
-Reshape to the same shape) and transposes back to NCHW only where something needs NCHW: an
+elementwise and broadcast operators, channel Concat, a Slice of constant axes, reductions over
+constant axes, Identity, a Reshape to the same shape) and transposes back to NCHW only where something needs NCHW: an
 operator outside that set (a Flatten, a Reshape, a Softmax), or a graph output.
 
     NCHW:  x -> Conv -> Relu -> MaxPool -> Conv -> Add(., skip) -> Flatten
@@ -62,6 +62,12 @@ _ELEMENTWISE_EXTRA = {
     "Add", "Sub", "Mul", "Div", "Pow", "Equal", "Less", "LessOrEqual", "Greater", "GreaterOrEqual",
     "And", "Or", "Xor", "PRelu", "Sum", "Max", "Min", "Mean", "Where", "Clip", "Cast", "Not", "IsNaN",
     "Identity", "Dropout",
+}  # fmt: skip
+#: Reductions over constant axes: channels-last with the axes permuted (a squeeze-and-excitation
+#: block's ReduceMean over H and W read the NCHW value through a transpose of its own).
+_REDUCTIONS = {
+    "ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceSumSquare", "ReduceL1", "ReduceL2",
+    "ReduceLogSum", "ReduceLogSumExp",
 }  # fmt: skip
 
 
@@ -165,6 +171,8 @@ class _Rewriter:
         return bool(name) and (bool(self.users.get(name)) or name in self.graph.outputs)
 
     def convertible(self, node: Node) -> bool:
+        if node.op_type in _REDUCTIONS:
+            return self.reduce_axes(node) is not None
         outputs = [o for o in node.outputs if self.live(o)]
         if not outputs or not all(self.movable(o) for o in outputs):
             return False
@@ -220,6 +228,53 @@ class _Rewriter:
             return None
         return [a % rank for a in axes]
 
+    def reduce_axes(self, node: Node) -> tuple[list[int], bool] | None:
+        """A reduction's axes (normalized, channels-first) and keepdims, when it can read the
+        twin of its input: constant axes, and without keepdims every spatial axis reduced (the
+        kept axes then come out in the same order in either layout)."""
+        source = node.inputs[0]
+        rank = self.rank(source)
+        if source not in self.twin or rank not in _RANKS or len(node.outputs) != 1:
+            return None
+        if "axes" in node.attrs:
+            axes = [int(a) for a in node.attrs["axes"]]
+        elif len(node.inputs) > 1 and node.inputs[1]:
+            if node.inputs[1] not in self.constants:
+                return None
+            axes = [int(a) for a in self.constants[node.inputs[1]].reshape(-1)]
+        else:
+            axes = []
+        if not axes or any(not -rank <= a < rank for a in axes):  # type: ignore[operator]
+            return None  # every axis, or none (noop_with_empty_axes): left as it is
+        normalized = sorted({a % rank for a in axes})  # type: ignore[operator]
+        keepdims = bool(node.attrs.get("keepdims", 1))
+        if not keepdims and not set(range(2, rank)) <= set(normalized):  # type: ignore[arg-type]
+            return None
+        return normalized, keepdims
+
+    def convert_reduction(self, node: Node) -> None:
+        found = self.reduce_axes(node)
+        assert found is not None
+        axes, keepdims = found
+        rank = self.rank(node.inputs[0])
+        assert rank is not None
+        moved = sorted(to_last_perm(rank).index(a) for a in axes)
+        attrs = dict(node.attrs)
+        inputs = [self.twin[node.inputs[0]], *node.inputs[1:]]
+        if "axes" in attrs:
+            attrs["axes"] = moved
+        else:
+            name = f"{node.name}.axes{_suffix(rank)}"
+            self.constants[name] = np.array(moved, np.int64)
+            self.infos[name] = TensorInfo((len(moved),), "int64")
+            inputs[1] = name
+        (output,) = node.outputs
+        if keepdims:
+            output = self.new_twin(output)
+        else:
+            self.materialized.add(output)  # (N, C) or (C,): the same values in either layout
+        self.nodes.append(replace(node, inputs=inputs, outputs=[output], attrs=attrs))
+
     def fits_winograd(self, node: Node) -> bool:
         """Whether a channels-last Conv runs as Winograd F(2x2, 3x3) (``WinogradConv``): 3x3,
         stride 1, no dilation, one group, padding 1 on every side, float32 constant weights,
@@ -262,6 +317,9 @@ class _Rewriter:
         return twin
 
     def convert(self, node: Node) -> None:
+        if node.op_type in _REDUCTIONS:
+            self.convert_reduction(node)
+            return
         attrs = dict(node.attrs)
         inputs = list(node.inputs)
         rank = self.rank(next(o for o in node.outputs if self.live(o)))

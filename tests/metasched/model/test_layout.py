@@ -83,6 +83,59 @@ def test_dropout_with_its_mask_output_stays_channels_last():  # type: ignore[no-
     _run_both(model, {"x": r(1, 3, 9, 9)}, schedule="default")
 
 
+def _squeeze_excite_model(opset: int, keepdims: int):  # type: ignore[no-untyped-def]
+    """Conv -> SiLU -> squeeze-and-excitation (ReduceMean over H, W -> 1x1 convs -> Sigmoid ->
+    Mul) -> ReduceMax over H, W without keepdims -> Gemm: EfficientNet's block in small."""
+    axes = {"axes": [2, 3]} if opset < 18 else {}
+    axes_input = [] if opset < 18 else ["hw"]
+    nodes = [
+        helper.make_node("Conv", ["x", "w0", "b0"], ["c0"], pads=[1, 1, 1, 1]),
+        helper.make_node("Sigmoid", ["c0"], ["s0"]),
+        helper.make_node("Mul", ["c0", "s0"], ["a0"]),
+        helper.make_node("ReduceMean", ["a0", *axes_input], ["m"], keepdims=1, **axes),
+        helper.make_node("Conv", ["m", "w1", "b1"], ["e1"]),
+        helper.make_node("Relu", ["e1"], ["r1"]),
+        helper.make_node("Conv", ["r1", "w2", "b2"], ["e2"]),
+        helper.make_node("Sigmoid", ["e2"], ["g"]),
+        helper.make_node("Mul", ["a0", "g"], ["se"]),
+        helper.make_node("ReduceMax", ["se", *axes_input], ["p"], keepdims=keepdims, **axes),
+        helper.make_node("Flatten", ["p"], ["f"]),
+        helper.make_node("Gemm", ["f", "wf"], ["y"], transB=1),
+    ]
+    inits = {"w0": r(8, 3, 3, 3), "b0": r(8), "w1": r(2, 8, 1, 1), "b1": r(2), "w2": r(8, 2, 1, 1), "b2": r(8)}
+    inits["wf"] = r(5, 8)
+    if opset >= 18:
+        inits["hw"] = np.array([-1, 2], np.int64)
+    return make_model(nodes, {"x": r(1, 3, 9, 11)}, ["y"], inits, opset=opset)
+
+
+@pytest.mark.parametrize("opset,keepdims", [(17, 1), (17, 0), (18, 1), (18, 0)])
+def test_reductions_over_constant_axes_stay_channels_last(opset: int, keepdims: int) -> None:
+    """A squeeze-and-excitation block's ReduceMean over H and W (axes as an attribute, or from
+    opset 18 as an input) reads the twin with the axes permuted: the only transposes left are
+    the image's, and none when the pooled value leaves (N, C) without keepdims."""
+    model = _squeeze_excite_model(opset, keepdims)
+    last = channels_last(msm.from_onnx(model))
+    transposes = [n for n in last.nodes if n.op_type == "Transpose"]
+    expected = [TO_LAST] if not keepdims else [TO_LAST, TO_FIRST]
+    assert [t.attrs["perm"] for t in transposes] == expected, [n.op_type for n in last.nodes]
+    reductions = [n for n in last.nodes if n.op_type.startswith("Reduce")]
+    assert all(n.inputs[0].endswith(".nhwc") for n in reductions)
+    _run_both(model, {"x": r(1, 3, 9, 11)}, schedule="default")
+
+
+def test_a_reduction_over_the_channels_without_keepdims_stays_channels_first() -> None:
+    nodes = [
+        helper.make_node("Conv", ["x", "w0"], ["c0"], pads=[1, 1, 1, 1]),
+        helper.make_node("ReduceMax", ["c0"], ["y"], axes=[1, 2], keepdims=0),
+    ]
+    model = make_model(nodes, {"x": r(1, 3, 5, 7)}, ["y"], {"w0": r(4, 3, 3, 3)})
+    last = channels_last(msm.from_onnx(model))
+    (reduction,) = [n for n in last.nodes if n.op_type == "ReduceMax"]
+    assert reduction.inputs == ["c0"]  # (N, W) comes out in NCHW's order only
+    _run_both(model, {"x": r(1, 3, 5, 7)})
+
+
 def test_block_model_matches_onnxruntime_default_schedules():  # type: ignore[no-untyped-def]
     model = _block_model()
     _run_both(model, {"x": r(1, 3, 17, 17)}, schedule="default")
