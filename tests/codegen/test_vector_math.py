@@ -101,11 +101,18 @@ UNARY = {
 }
 
 
+HOST = Target.parse("llvm")
+#: The host, and where it has AVX-512 an AVX2 target too: exp scales by 2^n with ``vscalefps``
+#: on AVX-512 and in the exponent bits elsewhere; both paths are held to the same bounds.
+TARGETS = ["llvm"] + (["llvm -mcpu=haswell"] if HOST.isa == "x86_64" and HOST.has("avx512f") else [])
+
+
+@pytest.mark.parametrize("target", TARGETS)
 @pytest.mark.parametrize("op", sorted(UNARY))
-def test_unary_vector_math_accuracy(op: str) -> None:
+def test_unary_vector_math_accuracy(op: str, target: str) -> None:
     reference, bound = UNARY[op]
     x = whole_range()
-    module = tir.build(vector_kernel(f"vm_{op}", len(x), unary(op)), "llvm")
+    module = tir.build(vector_kernel(f"vm_{op}", len(x), unary(op)), target)
     assert_no_libm(module)
     out = np.zeros_like(x)
     module(x, out)
@@ -115,19 +122,30 @@ def test_unary_vector_math_accuracy(op: str) -> None:
     assert ulps <= bound and relative <= 2e-6, (op, ulps, relative)
 
 
-def test_unary_vector_math_special_values() -> None:
+@pytest.mark.skipif(not (HOST.isa == "x86_64" and HOST.has("avx512f")), reason="needs AVX-512")
+def test_exp_scales_with_vscalef_on_avx512_only() -> None:
+    for op in ("exp", "sigmoid"):
+        kernel = vector_kernel(f"sc_{op}", 64, unary(op))
+        assert "llvm.x86.avx512.mask.scalef.ps.512" in called_functions(tir.build(kernel, "llvm"))
+        assert not any("scalef" in name for name in called_functions(tir.build(kernel, "llvm -mcpu=haswell")))
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_unary_vector_math_special_values(target: str) -> None:
     x = np.array([np.inf, -np.inf, np.nan, 0.0, -0.0, 1e-45, -1e-45, 1.0, -1.0, 50.0, -50.0, 100.0, -100.0] + [0.0] * 3,
                  np.float32)  # fmt: skip
     expected = {
         "tanh": [1.0, -1.0, np.nan, 0.0, -0.0, 1e-45, -1e-45, math.tanh(1), -math.tanh(1), 1.0, -1.0, 1.0, -1.0],
         "log": [np.inf, np.nan, np.nan, -np.inf, -np.inf, math.log(2.0**-149), np.nan, 0.0, np.nan, math.log(50),
                 np.nan, math.log(100), np.nan],
+        "exp": [np.inf, 0.0, np.nan, 1.0, 1.0, 1.0, 1.0, math.e, 1 / math.e, math.exp(50), math.exp(-50), np.inf,
+                3.7835059e-44],
         "sigmoid": [1.0, 0.0, np.nan, 0.5, 0.5, 0.5, 0.5, 1 / (1 + math.exp(-1)), 1 / (1 + math.exp(1)),
                     1.0, math.exp(-50), 1.0, 3.7835059e-44],
     }  # fmt: skip
     for op, want in expected.items():
         out = np.zeros_like(x)
-        tir.build(vector_kernel(f"sv_{op}", len(x), unary(op)), "llvm")(x, out)
+        tir.build(vector_kernel(f"sv_{op}", len(x), unary(op)), target)(x, out)
         want32 = np.array(want, np.float32)
         np.testing.assert_allclose(out[:13], want32, rtol=3e-7, atol=0, err_msg=op)
         assert np.array_equal(np.signbit(out[:13]), np.signbit(want32)), op  # signed zeros too

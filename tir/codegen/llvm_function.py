@@ -868,7 +868,8 @@ class FunctionCodegen:
         if op in FLOAT_MATH_OPS:
             target = self.mcg.target
             fused = target.isa == "aarch64" or target.has("fma")
-            return emit_float_math(self.builder, op, args, call.dtype, fused)
+            scalef = target.isa == "x86_64" and target.has("avx512f")
+            return emit_float_math(self.builder, op, args, call.dtype, fused, scalef)
         raise self.error(f"no code generation for the call T.{op}")
 
     def if_then_else(self, call: Call) -> ir.Value:
