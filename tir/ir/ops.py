@@ -63,6 +63,27 @@ FLOAT_UNARY = (
     "trunc",
 )
 
+#: Math calls as cheap as an arithmetic operation (one instruction or close); the others
+#: (exp, tanh, erf, sigmoid, log, ...) cost tens of instructions a vector.
+CHEAP_MATH = frozenset({"fabs", "abs", "floor", "ceil", "trunc", "round", "sqrt", "nearbyint"})
+
+
+def calls_costly_math(node: object) -> bool:
+    """Whether an expression or statement calls a float math function that is not in ``CHEAP_MATH``."""
+    from tir.ir.expr import Call
+    from tir.ir.functor import post_order_visit
+
+    found = False
+
+    def visit(item: object) -> None:
+        nonlocal found
+        if isinstance(item, Call) and item.op in FLOAT_UNARY and item.op not in CHEAP_MATH:
+            found = True
+
+    post_order_visit(node, visit)
+    return found
+
+
 for _name in FLOAT_UNARY:
     register_op(OpInfo(_name, 1, 1, "same", float_only=True))
 register_op(OpInfo("abs", 1, 1, "same"))

@@ -3,8 +3,9 @@
 - An injective producer (elementwise, broadcast, padding, layout change) whose result stays
   inside the program is inlined into its consumers (``compute_inline``): its expression is
   recomputed where it is read, and its buffer disappears -- unless it calls a transcendental
-  function (exp, tanh, erf, ...) and several blocks read it: a softmax's exponentials, read by
-  its sum and its quotient, stay computed once, in vectors. A producer with a condition in its
+  function (exp, tanh, erf, ...) and several blocks read it, or one reads it broadcast: a
+  softmax's exponentials, read by its sum and its quotient, stay computed once, in vectors, and
+  so does a squeeze-and-excitation gate (a sigmoid per channel, read for every pixel). A producer with a condition in its
   body (padding) is a choice: inlined, or kept as a stage of its own for random-compute-location
   to place.
 - An injective block writing an output, whose only producer is itself injective, is folded into
@@ -16,34 +17,13 @@ A primitive that refuses leaves the schedule as it was. Example, an elementwise 
 
 from __future__ import annotations
 
-from typing import Any
-
 from metasched.space.analysis import block_info, is_output, readers_of
 from metasched.space.rules import SketchRule, try_on_copy
-from tir.ir import Call
-from tir.ir.functor import post_order_visit
-from tir.ir.ops import FLOAT_UNARY
+from tir.ir.ops import calls_costly_math
 from tir.schedule import Schedule
 from tir.schedule.handles import BlockRV
 
 __all__ = ["AutoInline"]
-
-
-def _transcendental(block: Any) -> bool:
-    """Whether the block's value calls a math function other than the cheap ones."""
-    found = False
-
-    def visit(node: Any) -> None:
-        nonlocal found
-        if isinstance(node, Call) and node.op in FLOAT_UNARY and node.op not in _CHEAP:
-            found = True
-
-    post_order_visit(block.body, visit)
-    return found
-
-
-#: Math calls as cheap as an arithmetic operation (one instruction or close).
-_CHEAP = frozenset({"fabs", "abs", "floor", "ceil", "trunc", "round", "sqrt", "nearbyint"})
 
 
 class AutoInline(SketchRule):
@@ -55,7 +35,10 @@ class AutoInline(SketchRule):
             return [sch]
         buffer = info.block.writes[0].buffer
         if not is_output(sch.func, buffer):
-            if _transcendental(info.block) and len(readers_of(sch, buffer)) > 1:
+            readers = readers_of(sch, buffer)
+            if calls_costly_math(info.block.body) and (
+                len(readers) > 1 or (readers and _broadcast(sch, readers[0], buffer))
+            ):
                 return [sch]  # inlined, each reader would compute its exp / tanh / erf again
             inlined = try_on_copy(sch, lambda s: s.compute_inline(block))
             if inlined is None:
@@ -71,6 +54,24 @@ class AutoInline(SketchRule):
             return [sch]
         folded = try_on_copy(sch, lambda s: s.reverse_compute_inline(block))
         return [folded] if folded is not None else [sch]
+
+
+def _broadcast(sch: Schedule, reader: str, buffer: object) -> bool:
+    """Whether the block ``reader`` runs more instances than ``buffer`` has elements: it reads
+    them broadcast (a squeeze-and-excitation gate, one per channel, times every pixel)."""
+    instances = 1
+    for iter_var in sch.index.blocks[reader].block.iter_vars:
+        extent = getattr(iter_var.dom.extent, "value", None)
+        if extent is None:
+            return False
+        instances *= extent
+    elements = 1
+    for dim in buffer.shape:  # type: ignore[attr-defined]
+        extent = getattr(dim, "value", None)
+        if extent is None:
+            return False
+        elements *= extent
+    return instances > elements
 
 
 def _producers(sch: Schedule, block: object) -> list[str]:

@@ -65,3 +65,34 @@ def test_a_value_read_outside_the_activation_is_not_fused_away() -> None:
     got = msm.compile(msm.from_onnx(model), threads=1).run(inputs)
     for name in ("y", "c_out"):
         assert_close(got[name], want[name], name=name)
+
+
+def test_a_gate_broadcast_over_pixels_is_computed_once_per_channel() -> None:
+    """Squeeze-and-excitation: ``x * sigmoid(conv(mean(x)))``. The gate (one sigmoid per
+    channel) is a stage of its own in the group and stays one in the default schedule, instead
+    of a sigmoid per pixel and channel inside the multiplication."""
+    from metasched.model.fuse import lower_group
+    from metasched.model.layout import for_target
+    from metasched.space.default import default_candidate
+
+    nodes = [
+        helper.make_node("Conv", ["x", "w0"], ["a"], pads=[1, 1, 1, 1]),
+        helper.make_node("ReduceMean", ["a"], ["m"], axes=[2, 3], keepdims=1),
+        helper.make_node("Conv", ["m", "w", "b"], ["e"]),
+        helper.make_node("Sigmoid", ["e"], ["g"]),
+        helper.make_node("Mul", ["a", "g"], ["y"]),
+    ]
+    inits = {"w0": r(32, 8, 3, 3), "w": r(32, 32, 1, 1), "b": r(32)}
+    model = make_model(nodes, {"x": r(1, 8, 12, 12)}, ["y"], inits)
+    graph = for_target(msm.from_onnx(model), "llvm")
+    (group,) = [g for g in partition(graph) if "Sigmoid" in g.op_types]
+    func = lower_group(graph, group)
+    candidate = default_candidate(func, "llvm")
+    assert candidate is not None
+    text = candidate.func.script()
+    gates = [line for line in text.splitlines() if "T.sigmoid" in line]
+    assert len(gates) == 1 and "out0" not in gates[0].split("=")[0], text
+    inputs = {"x": r(1, 8, 12, 12)}
+    want = ort_run(model, inputs)["y"]
+    got = msm.compile(msm.from_onnx(model), threads=1).run(inputs)["y"]
+    assert_close(got, want, name="y")
