@@ -670,6 +670,32 @@ def test_a_row_no_power_of_two_divides_is_vectorized_with_a_partial_last_vector(
 
 
 @T.script
+def rows_of_24(A: T.Buffer((5, 24), "float32"), B: T.Buffer((5, 24), "float32")):
+    for i, j in T.grid(5, 24):
+        with T.block("B"):
+            vi, vj = T.remap("SS", i, j)
+            B[vi, vj] = A[vi, vj] * 2.0 + 1.0
+
+
+def test_a_short_innermost_loop_no_power_of_two_fits_is_vectorized_by_8() -> None:
+    """24 channels (a register tile of 120 = 5 x 24 channels at 16 lanes): 3 vectors of 8 lanes,
+    not scalar code."""
+    from metasched.space.analysis import VECTORIZE
+    from metasched.space.postproc.rewrite_parallel_vectorize_unroll import RewriteParallelVectorizeUnroll
+
+    sch = Schedule(rows_of_24)
+    sch.annotate(sch.get_block("root"), VECTORIZE, 32)
+    RewriteParallelVectorizeUnroll().apply(sch)
+    loops = [sch.get_loop_node(loop) for loop in sch.get_loops(sch.get_block("B"))]
+    assert loops[-1].kind is ForKind.VECTORIZED and loops[-1].extent.value == 8, sch.func.script()
+    assert loops[-2].extent.value == 3
+    a = np.random.default_rng(0).standard_normal((5, 24)).astype(np.float32)
+    b = np.zeros((5, 24), np.float32)
+    tir.build(sch.func, "llvm")(a, b)
+    np.testing.assert_allclose(b, a * 2.0 + 1.0, rtol=1e-6)
+
+
+@T.script
 def exp_read_twice(A: T.Buffer((4, 64), "float32"), B: T.Buffer((4, 64), "float32")):
     E = T.alloc_buffer((4, 64), "float32")
     S = T.alloc_buffer((4,), "float32")

@@ -6,9 +6,9 @@ Reads (and removes) the root annotations ``meta_schedule.parallel`` (max paralle
 
 - vectorize: the innermost loop, when it holds only the block, drives only spatial iterators,
   steps through the written buffers contiguously (no scatter stores) and its extent is a
-  power of two up to the maximum (a longer loop is split by the largest
-  power of two up to the maximum that divides it, at least 8, and the inner part vectorized;
-  one that none divides, by ``TAIL_WIDTH`` with a partial last vector);
+  power of two up to the maximum (another loop is split by the largest power of two up to the
+  maximum that divides it, at least 8, and the inner part vectorized; a loop longer than the
+  maximum that none divides, by ``TAIL_WIDTH`` with a partial last vector);
 - parallel: per loop nest under the root, the outer loops driving only spatial iterators of
   every block inside are fused while the product stays within the maximum, and the fused loop
   made ``parallel`` (fewer loops when a primitive refuses);
@@ -171,15 +171,17 @@ class RewriteParallelVectorizeUnroll(Postproc):
             if not _writes_contiguously(loop, realize):
                 continue
             extent = loop.extent.value
-            if extent <= max_extent:
-                if extent >= 2 and _power_of_two(extent):
-                    _attempt(sch, lambda s, name=name: s.vectorize(s.get_loops(s.get_block(name))[-1]))
+            if extent <= max_extent and extent >= 2 and _power_of_two(extent):
+                _attempt(sch, lambda s, name=name: s.vectorize(s.get_loops(s.get_block(name))[-1]))
                 continue
+            # Split by the largest power of two of 8 or more that divides it: 24 channels of a
+            # register tile (120 = 5 x 24 at 16 lanes) as 3 vectors of 8 (they ran scalar: a 5x5
+            # depthwise convolution 28x28x120 at 0.15 ms, 0.05 ms once vectorized).
             width = max_extent
             while width >= 8 and extent % width:
                 width //= 2
             if width < 8:
-                if extent < TAIL_WIDTH * 2:
+                if extent <= max_extent or extent < TAIL_WIDTH * 2:
                     continue
                 # No power of two of 8 or more divides it (a softmax over 50 or 750 tokens):
                 # vectors of TAIL_WIDTH and a partial last one, whose guard lowering takes out
