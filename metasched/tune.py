@@ -584,15 +584,17 @@ def default_candidate(task: Task, sketches: Sequence[Trace], postprocs: Sequence
     decisions give a program structurally equal to the default one. The unscheduled program
     (the default when no sketch applies) is the empty trace. None when no sketch gives it."""
     from metasched.search.candidate import Rejected, make_candidate
-    from metasched.space.default import default_decisions, default_schedule
+    from metasched.space.default import default_decisions, default_schedule, light_reduction
     from tir.ir.structural import structural_equal, structural_hash
 
     default_func = default_schedule(task.func, target)
     if default_func is task.func:
         return Candidate(-1, {}, Schedule(task.func), hash=structural_hash(task.func))
+    light = light_reduction(task.func)
     for index, sketch in enumerate(sketches):
         try:
-            candidate = make_candidate(task.func, sketch, index, default_decisions(sketch, target), postprocs, seed=0)
+            decisions = default_decisions(sketch, target, light)
+            candidate = make_candidate(task.func, sketch, index, decisions, postprocs, seed=0)
         except Rejected:
             continue
         except Exception:  # noqa: BLE001 - a sketch that cannot take the default decisions is not the default

@@ -3,6 +3,8 @@ the producer's epilogue, and the fused program still computes what onnxruntime c
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 
@@ -93,6 +95,31 @@ def test_a_gate_broadcast_over_pixels_is_computed_once_per_channel() -> None:
     gates = [line for line in text.splitlines() if "T.sigmoid" in line]
     assert len(gates) == 1 and "out0" not in gates[0].split("=")[0], text
     inputs = {"x": r(1, 8, 12, 12)}
+    want = ort_run(model, inputs)["y"]
+    got = msm.compile(msm.from_onnx(model), threads=1).run(inputs)["y"]
+    assert_close(got, want, name="y")
+
+
+def test_a_depthwise_convolution_reads_its_padding_inline() -> None:
+    """A 3x3 depthwise convolution reduces 9 elements per output (``LIGHT_REDUCTION``): its
+    default schedule reads the input through the padding condition instead of a padding stage
+    (a whole extra pass over memory), with one pixel per register tile and its window unrolled."""
+    from metasched.model.fuse import lower_group
+    from metasched.model.layout import for_target
+    from metasched.space.default import default_candidate, light_reduction
+
+    nodes = [helper.make_node("Conv", ["x", "w", "b"], ["y"], group=64, pads=[1, 1, 1, 1], strides=[2, 2])]
+    model = make_model(nodes, {"x": r(1, 64, 20, 20)}, ["y"], {"w": r(64, 1, 3, 3), "b": r(64)})
+    graph = for_target(msm.from_onnx(model), "llvm")
+    (group,) = [g for g in partition(graph) if "Conv" in g.op_types]
+    func = lower_group(graph, group)
+    assert light_reduction(func)
+    candidate = default_candidate(func, "llvm")
+    assert candidate is not None
+    assert "compute_inline" in {inst.kind for inst in candidate.trace.instructions}
+    blocks = re.findall(r'T\.block\("(\w+)"\)', candidate.func.script())
+    assert not any(name.endswith("_pad") for name in blocks), blocks
+    inputs = {"x": r(1, 64, 20, 20)}
     want = ort_run(model, inputs)["y"]
     got = msm.compile(msm.from_onnx(model), threads=1).run(inputs)["y"]
     assert_close(got, want, name="y")
