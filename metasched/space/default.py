@@ -290,31 +290,37 @@ def _register_tile(
     vector_pos, vector_inst = spatial[-1]
     # A packed loop's sample counts panels, its limit too.
     vector_limit = int(vector_inst.kwargs.get("max_innermost_factor", 64)) * panel
-    best: tuple[tuple[int, int, int], dict[int, int]] | None = None
+    best: tuple[tuple[int, ...], dict[int, int]] | None = None
     for width in [vectors * lanes for vectors in range(max_vectors, 0, -1)]:
         vector = _divisor_at_most(extents[vector_pos], min(width, vector_limit), prefer=lanes)
         vectors = -(-vector // lanes)
-        candidates = [(None, 1)] + [
-            (
-                pos,
-                _divisor_at_most(
-                    extents[pos],
-                    min(budget // vectors, int(inst.kwargs.get("max_innermost_factor", 64)), max_rows or budget),
-                ),
-            )
-            for pos, inst in spatial[:-1]
-        ]
-        for row_pos, rows in candidates:
-            # most accumulators, then more rows (each vector of the weight panel loaded serves
-            # them all: a 10 x 2-vector tile of a 50-row dense ran 143 GFLOP/s against 108 for
-            # 5 x 4 on an AVX-512 Xeon, its panels streaming from L2), then wider vectors, then
-            # the longer row loop
-            key = (rows * vectors, rows, vector, extents[row_pos] if row_pos is not None else 0)
+        row_limit = budget // vectors if max_rows is None else min(budget // vectors, max_rows)
+
+        def rows_of(pos: int, inst: Any, limit: int) -> int:
+            return _divisor_at_most(extents[pos], min(limit, int(inst.kwargs.get("max_innermost_factor", 64))))
+
+        # Row tiles on one loop, or on two when that holds more rows: 111 x 111 pixels (3 x 37
+        # each way) tile 3 x 3 (18 accumulators; 3 x 1 kept 6: SqueezeNet's stem 0.25-0.35 ms,
+        # 0.14 ms as 3 x 3).
+        candidates: list[tuple[dict[int, int], int]] = [({}, 1)]
+        for k, (pos, inst) in enumerate(spatial[:-1]):
+            rows = rows_of(pos, inst, row_limit)
+            candidates.append(({pos: rows}, rows))
+            for other, other_inst in spatial[k + 1 : -1]:
+                if rows > 1 and max_rows is None:
+                    more = rows_of(other, other_inst, row_limit // rows)
+                    if more > 1:
+                        candidates.append(({pos: rows, other: more}, rows * more))
+        for row_tile, rows in candidates:
+            # most accumulators, then rows on one loop, then more rows (each vector of the weight
+            # panel loaded serves them all: a 10 x 2-vector tile of a 50-row dense ran 143
+            # GFLOP/s against 108 for 5 x 4 on an AVX-512 Xeon, its panels streaming from L2),
+            # then wider vectors, then the longer row loop (rows on two loops only for more
+            # accumulators: 16 rows of one vector load more per FMA than 8 rows of two)
+            longest = max((extents[pos] for pos in row_tile), default=0)
+            key = (rows * vectors, -len(row_tile), rows, vector, longest)
             if best is None or key > best[0]:
-                tile = {vector_pos: vector}
-                if row_pos is not None:
-                    tile[row_pos] = rows
-                best = (key, tile)
+                best = (key, {vector_pos: vector, **row_tile})
     assert best is not None
     return best[1]
 
@@ -334,21 +340,37 @@ LIGHT_REDUCTION = 49
 
 def light_reduction(func: PrimFunc) -> bool:
     """Whether every reduction block of ``func`` reduces ``LIGHT_REDUCTION`` elements per output
-    or fewer (and it has one)."""
-    from tir.ir import Block
+    or fewer and reads every operand at its innermost output index (it has one such block):
+    a depthwise convolution or a pooling window, where no loaded value serves several outputs
+    (a stem convolution over 3 channels reduces 27 elements, but each pixel it loads serves
+    every output channel: it is tiled as any convolution)."""
+    from metasched.space.analysis import vars_of
+    from tir.ir import Block, BufferLoad
     from tir.ir.buffer import IterKind
     from tir.ir.functor import post_order_visit
 
-    volumes: list[int] = []
+    verdicts: list[bool] = []
+
+    def loads(block: Block) -> list[BufferLoad]:
+        found: list[BufferLoad] = []
+        post_order_visit(block.body, lambda n: found.append(n) if isinstance(n, BufferLoad) else None)
+        written = {id(region.buffer) for region in block.writes}
+        return [load for load in found if id(load.buffer) not in written]
 
     def visit(node: object) -> None:
-        if isinstance(node, Block):
-            extents = [iv.dom.extent for iv in node.iter_vars if iv.kind is IterKind.REDUCE]
-            if extents:
-                volumes.append(_product([getattr(e, "value", LIGHT_REDUCTION + 1) for e in extents]))
+        if not isinstance(node, Block):
+            return
+        extents = [iv.dom.extent for iv in node.iter_vars if iv.kind is IterKind.REDUCE]
+        spatial = [iv.var for iv in node.iter_vars if iv.kind is IterKind.SPATIAL]
+        if not extents or not spatial:
+            return
+        volume = _product([getattr(e, "value", LIGHT_REDUCTION + 1) for e in extents])
+        innermost = spatial[-1]
+        per_output = all(any(innermost in vars_of(index) for index in load.indices) for load in loads(node))
+        verdicts.append(volume <= LIGHT_REDUCTION and per_output)
 
     post_order_visit(func.body, visit)
-    return bool(volumes) and max(volumes) <= LIGHT_REDUCTION
+    return bool(verdicts) and all(verdicts)
 
 
 def _preference(sketch: Trace, light: bool = False) -> tuple[int, ...]:

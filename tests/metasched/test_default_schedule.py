@@ -276,3 +276,52 @@ def test_awkward_pixel_counts_get_a_register_tile_with_a_partial_last_tile() -> 
     interpreted = np.zeros((1, 13, 13, 32), np.float32)
     interpret(candidate.func, x, w, interpreted)
     np.testing.assert_allclose(interpreted, expected, rtol=1e-4, atol=1e-4)
+
+
+class _Sample:
+    def __init__(self, n: int, max_innermost: int = 64) -> None:
+        self.kwargs = {"n": n, "max_innermost_factor": max_innermost}
+
+
+def test_pixels_with_small_divisors_each_way_tile_in_two_dimensions() -> None:
+    """111 x 111 pixels (3 x 37 each way; SqueezeNet's stem): 3 x 3 pixels by 2 vectors (18
+    accumulators), where one row loop could hold only 3; 56 x 56 keeps its one row loop."""
+    from metasched.space.default import _register_tile
+
+    spatial = [(3, _Sample(4)), (5, _Sample(4)), (7, _Sample(4)), (10, _Sample(4, 4))]
+    assert _register_tile(spatial, {3: 1, 5: 111, 7: 111, 10: 64}, 16, max_vectors=4, panel=16) == {
+        10: 32,
+        5: 3,
+        7: 3,
+    }
+    assert _register_tile(spatial, {3: 1, 5: 56, 7: 56, 10: 64}, 16, max_vectors=4, panel=16) == {10: 32, 5: 8}
+
+
+@T.script
+def stem_conv(X: T.Buffer((1, 9, 9, 3), "float32"), W: T.Buffer((3, 3, 3, 16), "float32"),
+              Y: T.Buffer((1, 7, 7, 16), "float32")):  # fmt: skip
+    for n, h, w, co, rh, rw, ci in T.grid(1, 7, 7, 16, 3, 3, 3):
+        with T.block("conv"):
+            vn, vh, vw, vco, vrh, vrw, vci = T.remap("SSSSRRR", n, h, w, co, rh, rw, ci)
+            with T.init():
+                Y[vn, vh, vw, vco] = 0.0
+            Y[vn, vh, vw, vco] += X[vn, vh + vrh, vw + vrw, vci] * W[vrh, vrw, vci, vco]
+
+
+@T.script
+def depthwise_conv(X: T.Buffer((1, 9, 9, 16), "float32"), W: T.Buffer((3, 3, 16), "float32"),
+                   Y: T.Buffer((1, 7, 7, 16), "float32")):  # fmt: skip
+    for n, h, w, c, rh, rw in T.grid(1, 7, 7, 16, 3, 3):
+        with T.block("conv"):
+            vn, vh, vw, vc, vrh, vrw = T.remap("SSSSRR", n, h, w, c, rh, rw)
+            with T.init():
+                Y[vn, vh, vw, vc] = 0.0
+            Y[vn, vh, vw, vc] += X[vn, vh + vrh, vw + vrw, vc] * W[vrh, vrw, vc]
+
+
+def test_light_reductions_are_depthwise_windows_not_small_stems() -> None:
+    from metasched.space.default import light_reduction
+
+    assert light_reduction(depthwise_conv)  # 9 elements per output, every load at its channel
+    assert not light_reduction(stem_conv)  # 27 elements, but a loaded pixel serves 16 channels
+    assert not light_reduction(dense)
