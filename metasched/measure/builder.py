@@ -81,12 +81,12 @@ class Built:
 def run_prepack(module: Any, split: Any, arguments: Any) -> dict[str, Any]:
     """The packed buffers (name -> new array) that ``module`` (the built ``split.prepack``)
     makes from ``arguments`` (the program's, by parameter name)."""
-    import numpy as np
 
+    from tir.runtime.aligned import aligned_zeros
     from tir.runtime.module import param_specs
 
     specs = {spec.name: spec for spec in param_specs(split.prepack)}
-    packed = {name: np.zeros(tuple(specs[name].shape), specs[name].storage) for name in split.packed}
+    packed = {name: aligned_zeros(tuple(specs[name].shape), specs[name].storage) for name in split.packed}
     module(*[arguments[name] for name in split.inputs], *packed.values())
     return packed
 

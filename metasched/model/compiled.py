@@ -29,9 +29,9 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["CompiledModel", "compile", "load"]
+from tir.runtime.aligned import ALIGN, aligned_copy
 
-ALIGN = 64
+__all__ = ["CompiledModel", "compile", "load"]
 FORMAT_VERSION = 1
 #: A kernel of fewer arithmetic operations (``count_flops``: copies count one) runs on one
 #: thread: its parallel loops become serial. Such a kernel takes microseconds to a few tens of
@@ -534,7 +534,8 @@ class CompiledModel:
         self.report: CompileReport | None = None
         self.symbolic: dict[str, int] = dict(plan.get("symbolic") or {})
         self._lib = ctypes.CDLL(library)
-        self._constants = {k: np.ascontiguousarray(v) for k, v in constants.items()}
+        # on cache lines: the kernels read weights in whole vectors (``tir.runtime.aligned``)
+        self._constants = {k: aligned_copy(v) for k, v in constants.items()}
         # One int32 cell per symbolic size: the kernels' trailing scalar arguments point here.
         self._size_cells = {name: np.zeros((), np.int32) for name in self.symbolic}
         self._arena = np.zeros(0, dtype=np.uint8)
