@@ -9,8 +9,9 @@ with the convolution's stride (2 or 5 in a wav2vec2 feature extractor), where NW
 contiguous channels. So ``channels_last(graph)`` rewrites every 1-D and 2-D ``Conv`` to
 channels-last (its weights transposed once, here, at compile time), carries the channels-last
 values through the operators that do not care about the layout (pooling, InstanceNormalization,
-elementwise and broadcast operators, channel Concat, a Slice of constant axes, reductions over
-constant axes, Identity, a Reshape to the same shape) and transposes back to NCHW only where something needs NCHW: an
+elementwise and broadcast operators, channel Concat and Split, a Slice of constant axes,
+reductions over constant axes, Identity, a Reshape to the same shape, ShuffleNet's channel
+shuffle) and transposes back to NCHW only where something needs NCHW: an
 operator outside that set (a Flatten, a Reshape, a Softmax), or a graph output.
 
     NCHW:  x -> Conv -> Relu -> MaxPool -> Conv -> Add(., skip) -> Flatten
@@ -107,6 +108,7 @@ class _Rewriter:
         self.elementwise = _elementwise()
         self.users = graph.consumers()
         self.alias: dict[str, str] = {}  # a Transpose's output -> the twin it equals
+        self.skipped: set[int] = set()  # ids of nodes a rewrite already stands for
 
     # ------------------------------------------------------------ values
 
@@ -199,6 +201,10 @@ class _Rewriter:
             return axis % rank == 1 and all(n in self.twin and self.rank(n) == rank for n in data)  # type: ignore[operator]
         if node.op_type == "Slice":
             return self.slice_axes(node) is not None
+        if node.op_type == "Split":
+            axis = int(node.attrs.get("axis", 0))
+            sizes = node.inputs[1] if len(node.inputs) > 1 else ""
+            return axis % rank == 1 and data[0] in self.twin and (not sizes or sizes in self.constants)  # type: ignore[operator]
         if node.op_type == "Reshape":
             # a Reshape to the shape it has (the dynamo exporter writes some): an Identity
             source = self.infos.get(node.inputs[0])
@@ -275,6 +281,55 @@ class _Rewriter:
             self.materialized.add(output)  # (N, C) or (C,): the same values in either layout
         self.nodes.append(replace(node, inputs=inputs, outputs=[output], attrs=attrs))
 
+    def channel_shuffle(self, node: Node) -> bool:
+        """Rewrite a channel shuffle on a twin; False to leave ``node`` as it is.
+
+        ShuffleNet shuffles channels as ``Reshape (N, C, H, W) -> (N, g, C/g, H, W)``,
+        ``Transpose (0, 2, 1, 3, 4)``, ``Reshape -> (N, C, H, W)``: not layout-agnostic
+        operators, so every shuffle cost a transpose to NCHW and one back (ShuffleNet v2: 24 of
+        them). On the twin the same permutation of the channels is ``Reshape (N, H, W, g, C/g)``,
+        ``Transpose (0, 1, 2, 4, 3)``, ``Reshape (N, H, W, C)``: the last one's output is the
+        twin of the shuffled value."""
+        source, (shaped,) = node.inputs[0], node.outputs
+        if source not in self.twin or self.rank(source) != 4 or len(node.inputs) < 2:
+            return False
+        shape = self.infos[source].shape
+        target = self.infos.get(shaped)
+        if target is None or not all(isinstance(d, int) for d in (*shape, *target.shape)):
+            return False
+        n, c, h, w = shape
+        if len(target.shape) != 5 or target.shape[0] != n or tuple(target.shape[3:]) != (h, w):
+            return False
+        groups, per_group = target.shape[1], target.shape[2]
+        transposes = self.users.get(shaped, [])
+        if len(transposes) != 1 or transposes[0].op_type != "Transpose" or shaped in self.graph.outputs:
+            return False
+        transpose = transposes[0]
+        if [int(p) for p in transpose.attrs.get("perm", [])] != [0, 2, 1, 3, 4]:
+            return False
+        backs = self.users.get(transpose.outputs[0], [])
+        if len(backs) != 1 or backs[0].op_type != "Reshape" or transpose.outputs[0] in self.graph.outputs:
+            return False
+        back = backs[0]
+        result = self.infos.get(back.outputs[0])
+        if result is None or tuple(result.shape) != tuple(shape):
+            return False
+        twin = self.twin[source]
+        split_shape = (n, h, w, groups, per_group)
+        swapped_shape = (n, h, w, per_group, groups)
+        names = [f"{shaped}.nhwc", f"{transpose.outputs[0]}.nhwc"]
+        self.infos[names[0]] = TensorInfo(split_shape, self.infos[source].dtype)
+        self.infos[names[1]] = TensorInfo(swapped_shape, self.infos[source].dtype)
+        for name, dims in ((f"{names[0]}.shape", split_shape), (f"{back.outputs[0]}.nhwc.shape", (n, h, w, c))):
+            self.constants[name] = np.array(dims, np.int64)
+            self.infos[name] = TensorInfo((len(dims),), "int64")
+        self.nodes.append(Node("Reshape", node.name, [twin, f"{names[0]}.shape"], [names[0]]))
+        self.nodes.append(Node("Transpose", transpose.name, [names[0]], [names[1]], {"perm": [0, 1, 2, 4, 3]}))
+        last = self.new_twin(back.outputs[0])
+        self.nodes.append(Node("Reshape", back.name, [names[1], f"{back.outputs[0]}.nhwc.shape"], [last]))
+        self.skipped.update((id(transpose), id(back)))
+        return True
+
     def fits_winograd(self, node: Node) -> bool:
         """Whether a channels-last Conv runs as Winograd F(2x2, 3x3) (``WinogradConv``): 3x3,
         stride 1, no dilation, one group, padding 1 on every side, float32 constant weights,
@@ -337,6 +392,9 @@ class _Rewriter:
             inputs[1] = self.last_weight(inputs[1])
         elif node.op_type == "InstanceNormalization":
             inputs[0] = self.to_last(inputs[0])
+        elif node.op_type == "Split":
+            inputs[0] = self.twin[inputs[0]]  # the split sizes (input 1) stay as they are
+            attrs["axis"] = rank - 1
         elif node.op_type == "Slice":
             axes = self.slice_axes(node)
             assert axes is not None
@@ -406,8 +464,12 @@ class _Rewriter:
 
     def run(self) -> Graph:
         for node in self.graph.nodes:
+            if id(node) in self.skipped:
+                continue
             if any(name in self.alias for name in node.inputs):
                 node = replace(node, inputs=[self.alias.get(name, name) for name in node.inputs])
+            if node.op_type == "Reshape" and self.channel_shuffle(node):
+                continue
             if node.op_type == "Transpose" and self.transpose(node):
                 continue
             if self.convertible(node):

@@ -136,6 +136,46 @@ def test_a_reduction_over_the_channels_without_keepdims_stays_channels_first() -
     _run_both(model, {"x": r(1, 3, 5, 7)})
 
 
+def _shuffle_model(opset: int):  # type: ignore[no-untyped-def]
+    """ShuffleNet's unit: two convolutions, channel Concat, the channel shuffle (Reshape to
+    (N, 2, C/2, H, W), Transpose (0, 2, 1, 3, 4), Reshape back), a channel Split, two
+    convolutions on the halves."""
+    split = helper.make_node("Split", ["v1", "halves"], ["s0", "s1"], axis=1)
+    if opset >= 18:
+        split = helper.make_node("Split", ["v1"], ["s0", "s1"], axis=1, num_outputs=2)
+    nodes = [
+        helper.make_node("Conv", ["x", "w0"], ["a"], pads=[1, 1, 1, 1]),
+        helper.make_node("Conv", ["x", "w1"], ["b"]),
+        helper.make_node("Concat", ["a", "b"], ["cat"], axis=1),
+        helper.make_node("Reshape", ["cat", "grouped"], ["v0"]),
+        helper.make_node("Transpose", ["v0"], ["t"], perm=[0, 2, 1, 3, 4]),
+        helper.make_node("Reshape", ["t", "flat"], ["v1"]),
+        split,
+        helper.make_node("Conv", ["s0", "w2"], ["y0"]),
+        helper.make_node("Conv", ["s1", "w3"], ["y1"], pads=[1, 1, 1, 1]),
+        helper.make_node("Add", ["y0", "y1"], ["y"]),
+    ]
+    inits = {"w0": r(8, 3, 3, 3), "w1": r(8, 3, 1, 1), "w2": r(4, 8, 1, 1), "w3": r(4, 8, 3, 3)}
+    inits["grouped"] = np.array([1, 2, 8, 6, 7], np.int64)
+    inits["flat"] = np.array([1, 16, 6, 7], np.int64)
+    if opset < 18:
+        inits["halves"] = np.array([8, 8], np.int64)
+    return make_model(nodes, {"x": r(1, 3, 6, 7)}, ["y"], inits, opset=opset)
+
+
+@pytest.mark.parametrize("opset", [17, 18])
+def test_channel_shuffle_and_split_stay_channels_last(opset: int) -> None:
+    """The shuffle is a permutation of the channels: on the twin (N, H, W, 2, C/2) swapped to
+    (N, H, W, C/2, 2); the Split cuts the last axis. No transpose to NCHW and back."""
+    model = _shuffle_model(opset)
+    last = channels_last(msm.from_onnx(model))
+    perms = [n.attrs["perm"] for n in last.nodes if n.op_type == "Transpose"]
+    assert perms == [TO_LAST, [0, 1, 2, 4, 3], TO_FIRST], [n.op_type for n in last.nodes]
+    (split,) = [n for n in last.nodes if n.op_type == "Split"]
+    assert split.attrs["axis"] == 3 and split.inputs[0].endswith(".nhwc")
+    _run_both(model, {"x": r(1, 3, 6, 7)}, schedule="default")
+
+
 def test_block_model_matches_onnxruntime_default_schedules():  # type: ignore[no-untyped-def]
     model = _block_model()
     _run_both(model, {"x": r(1, 3, 17, 17)}, schedule="default")
