@@ -204,7 +204,9 @@ class _Rewriter:
         if node.op_type == "Split":
             axis = int(node.attrs.get("axis", 0))
             sizes = node.inputs[1] if len(node.inputs) > 1 else ""
-            return axis % rank == 1 and data[0] in self.twin and (not sizes or sizes in self.constants)  # type: ignore[operator]
+            every_output = len(outputs) == len(node.outputs)  # a dropped output would change an even split
+            fits = axis % rank == 1 and data[0] in self.twin and (not sizes or sizes in self.constants)  # type: ignore[operator]
+            return every_output and fits
         if node.op_type == "Reshape":
             # a Reshape to the shape it has (the dynamo exporter writes some): an Identity
             source = self.infos.get(node.inputs[0])
