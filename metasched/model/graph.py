@@ -99,7 +99,8 @@ def _computed_once(builder: FuncBuilder, tensor: Any, node: Node, infos: dict[st
 
     if not calls_costly_math(tensor.load(tuple(Var(f"i{d}") for d in range(tensor.ndim)))):
         return tensor
-    return builder.materialize(f"{node.name}_operand", tensor)
+    # a name of its own, not the node's: tasks that differ only in node names stay one task
+    return builder.materialize("broadcast_operand", tensor)
 
 
 def lower_nodes(

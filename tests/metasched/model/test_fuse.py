@@ -123,3 +123,23 @@ def test_a_depthwise_convolution_reads_its_padding_inline() -> None:
     want = ort_run(model, inputs)["y"]
     got = msm.compile(msm.from_onnx(model), threads=1).run(inputs)["y"]
     assert_close(got, want, name="y")
+
+
+def test_identical_gates_with_other_node_names_are_one_task() -> None:
+    """The gate's stage is named for what it is, not for its node: two squeeze-and-excitation
+    blocks of one shape stay one task (weight 2) instead of two tasks to tune."""
+    nodes = [helper.make_node("Conv", ["x", "w0"], ["a0"], pads=[1, 1, 1, 1])]
+    source = "a0"
+    for k in range(2):
+        nodes += [
+            helper.make_node("ReduceMean", [source], [f"m{k}"], axes=[2, 3], keepdims=1),
+            helper.make_node("Conv", [f"m{k}", "w", "b"], [f"e{k}"]),
+            helper.make_node("Sigmoid", [f"e{k}"], [f"g{k}"]),
+            helper.make_node("Mul", [source, f"g{k}"], [f"s{k}"]),
+        ]
+        source = f"s{k}"
+    nodes.append(helper.make_node("Identity", [source], ["y"]))
+    inits = {"w0": r(32, 8, 3, 3), "w": r(32, 32, 1, 1), "b": r(32)}
+    model = make_model(nodes, {"x": r(1, 8, 12, 12)}, ["y"], inits)
+    gates = [task for task in msm.extract_tasks(msm.from_onnx(model)) if "sigmoid" in task.name]
+    assert [task.weight for task in gates] == [2], [(task.name, task.weight) for task in gates]
