@@ -24,6 +24,9 @@ def test_aligned_copy_keeps_values_and_copies_only_when_needed() -> None:
     assert copy.ctypes.data % ALIGN == 0 and copy.flags.c_contiguous
     np.testing.assert_array_equal(copy, strided)
     assert aligned_copy(copy) is copy
+    fresh = aligned_copy(copy, fresh=True)
+    assert fresh is not copy and fresh.ctypes.data % ALIGN == 0
+    np.testing.assert_array_equal(fresh, copy)
 
 
 def test_tuner_arguments_are_aligned() -> None:

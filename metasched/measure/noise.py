@@ -78,14 +78,8 @@ def _waits() -> dict[str, tuple[int, int]] | None:
     """Per thread of this process, by thread id: nanoseconds it has waited for a CPU, and how
     often it was preempted (involuntary context switches)."""
     found: dict[str, tuple[int, int]] = {}
-    try:
-        threads = os.listdir(_TASKS)
-    except OSError:
-        return None
-    for thread in threads:
+    for thread, _ran, waited in _thread_times():
         try:
-            with open(f"{_TASKS}/{thread}/schedstat") as handle:
-                waited = int(handle.read().split()[1])
             with open(f"{_TASKS}/{thread}/status") as handle:
                 preempted = next(
                     int(line.split()[1]) for line in handle if line.startswith("nonvoluntary_ctxt_switches")
@@ -97,8 +91,8 @@ def _waits() -> dict[str, tuple[int, int]] | None:
 
 
 def _thread_times() -> list[tuple[str, int, int]]:
-    """Per thread of this process: nanoseconds it has run and waited for a CPU (``_waits``
-    without the preemption counts: cheap enough to read around every timed sample)."""
+    """Per thread of this process: nanoseconds it has run and waited for a CPU (``schedstat``
+    alone: cheap enough to read around every timed sample; ``_waits`` adds preemptions)."""
     found = []
     try:
         threads = os.listdir(_TASKS)

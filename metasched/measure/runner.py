@@ -33,6 +33,7 @@ import numpy as np
 
 from metasched.measure.builder import Job, built_modules, decode_program, first_line
 from metasched.measure.noise import SampleWatch, ThreadWaits, undisturbed
+from tir.runtime.aligned import aligned_copy
 
 __all__ = ["Reference", "compare_outputs", "compute_reference", "make_arguments", "run_job"]
 
@@ -141,15 +142,7 @@ def make_arguments(func: Any, nan_outputs: bool = True) -> tuple[list[np.ndarray
     arrays, outputs = hit
     # Fresh copies, each on a cache line (``tir.runtime.aligned``: a copy wherever numpy put
     # it timed the same program up to 1.4x slower).
-    return [_aligned_copy(array) for array in arrays], list(outputs)
-
-
-def _aligned_copy(array: np.ndarray) -> np.ndarray:
-    from tir.runtime.aligned import aligned_empty
-
-    copy = aligned_empty(array.shape, array.dtype)
-    copy[...] = array
-    return copy
+    return [aligned_copy(array, fresh=True) for array in arrays], list(outputs)
 
 
 def _make_arguments(

@@ -29,7 +29,7 @@ from typing import Any
 
 import numpy as np
 
-from tir.runtime.aligned import ALIGN, aligned_copy
+from tir.runtime.aligned import ALIGN, aligned_copy, aligned_zeros
 
 __all__ = ["CompiledModel", "compile", "load"]
 FORMAT_VERSION = 1
@@ -571,9 +571,8 @@ class CompiledModel:
         else:
             offsets = {n: t["offset"] for n, t in tensors.items() if t["storage"] == "arena"}
             arena_bytes = self.plan["arena_bytes"]
-        if self._arena.size < arena_bytes + ALIGN:
-            self._arena = np.zeros(max(arena_bytes, 1) + ALIGN, dtype=np.uint8)
-        self._arena_base = (-self._arena.ctypes.data) % ALIGN
+        if self._arena.size < arena_bytes:
+            self._arena = aligned_zeros(max(arena_bytes, 1), np.uint8)
         self._arrays: dict[str, np.ndarray] = {}
         for name, tensor in tensors.items():
             if tensor["storage"] == "arena":
@@ -601,8 +600,7 @@ class CompiledModel:
         dtype = np.dtype(self.plan["tensors"][name]["dtype"])
         shape = self._shapes[name]
         count = int(np.prod(shape, dtype=np.int64))
-        start = self._arena_base + offset
-        return self._arena[start : start + count * dtype.itemsize].view(dtype).reshape(shape)
+        return self._arena[offset : offset + count * dtype.itemsize].view(dtype).reshape(shape)
 
     def _root(self, name: str) -> str:
         tensor = self.plan["tensors"][name]

@@ -136,10 +136,8 @@ class _Rewriter:
             twin = self.new_twin(name)
             # one channel (a waveform, a grey image): the same bytes, a view
             if shape[1] == 1 and all(isinstance(d, int) for d in shape):
-                target = np.array(self.infos[twin].shape, np.int64)
-                self.constants[f"{twin}.shape"] = target
-                self.infos[f"{twin}.shape"] = TensorInfo(target.shape, "int64")
-                self.nodes.append(Node("Reshape", f"{name}.to_last", [name, f"{twin}.shape"], [twin]))
+                target = self.int64_constant(f"{twin}.shape", self.infos[twin].shape)
+                self.nodes.append(Node("Reshape", f"{name}.to_last", [name, target], [twin]))
             else:
                 perm = to_last_perm(len(shape))
                 self.nodes.append(Node("Transpose", f"{name}.to_last", [name], [twin], {"perm": perm}))
@@ -152,6 +150,12 @@ class _Rewriter:
         perm = to_first_perm(len(self.infos[name].shape))
         self.nodes.append(Node("Transpose", f"{name}.to_first", [self.twin[name]], [name], {"perm": perm}))
         self.materialized.add(name)
+
+    def int64_constant(self, name: str, values: object) -> str:
+        """A new 1-D int64 constant ``name`` (a Reshape's shape, a Slice's or reduction's axes)."""
+        self.constants[name] = np.array(values, np.int64).reshape(-1)
+        self.infos[name] = TensorInfo(self.constants[name].shape, "int64")
+        return name
 
     def last_constant(self, name: str, rank: int) -> str:
         """A constant operand of a broadcast, permuted like the rank-``rank`` values it meets."""
@@ -272,10 +276,7 @@ class _Rewriter:
         if "axes" in attrs:
             attrs["axes"] = moved
         else:
-            name = f"{node.name}.axes{_suffix(rank)}"
-            self.constants[name] = np.array(moved, np.int64)
-            self.infos[name] = TensorInfo((len(moved),), "int64")
-            inputs[1] = name
+            inputs[1] = self.int64_constant(f"{node.name}.axes{_suffix(rank)}", moved)
         (output,) = node.outputs
         if keepdims:
             output = self.new_twin(output)
@@ -322,13 +323,12 @@ class _Rewriter:
         names = [f"{shaped}.nhwc", f"{transpose.outputs[0]}.nhwc"]
         self.infos[names[0]] = TensorInfo(split_shape, self.infos[source].dtype)
         self.infos[names[1]] = TensorInfo(swapped_shape, self.infos[source].dtype)
-        for name, dims in ((f"{names[0]}.shape", split_shape), (f"{back.outputs[0]}.nhwc.shape", (n, h, w, c))):
-            self.constants[name] = np.array(dims, np.int64)
-            self.infos[name] = TensorInfo((len(dims),), "int64")
-        self.nodes.append(Node("Reshape", node.name, [twin, f"{names[0]}.shape"], [names[0]]))
+        split_to = self.int64_constant(f"{names[0]}.shape", split_shape)
+        back_to = self.int64_constant(f"{back.outputs[0]}.nhwc.shape", (n, h, w, c))
+        self.nodes.append(Node("Reshape", node.name, [twin, split_to], [names[0]]))
         self.nodes.append(Node("Transpose", transpose.name, [names[0]], [names[1]], {"perm": [0, 1, 2, 4, 3]}))
         last = self.new_twin(back.outputs[0])
-        self.nodes.append(Node("Reshape", back.name, [names[1], f"{back.outputs[0]}.nhwc.shape"], [last]))
+        self.nodes.append(Node("Reshape", back.name, [names[1], back_to], [last]))
         self.skipped.update((id(transpose), id(back)))
         return True
 
@@ -400,10 +400,8 @@ class _Rewriter:
         elif node.op_type == "Slice":
             axes = self.slice_axes(node)
             assert axes is not None
-            moved = np.array([to_last_perm(rank).index(a) for a in axes], np.int64)
-            name = f"{node.name}.axes{_suffix(rank)}"
-            self.constants[name] = moved
-            self.infos[name] = TensorInfo(moved.shape, "int64")
+            moved = [to_last_perm(rank).index(a) for a in axes]
+            name = self.int64_constant(f"{node.name}.axes{_suffix(rank)}", moved)
             inputs[0] = self.twin[inputs[0]]
             while len(inputs) < 4:
                 inputs.append("")

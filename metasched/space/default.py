@@ -295,20 +295,16 @@ def _register_tile(
         vector = _divisor_at_most(extents[vector_pos], min(width, vector_limit), prefer=lanes)
         vectors = -(-vector // lanes)
         row_limit = budget // vectors if max_rows is None else min(budget // vectors, max_rows)
-
-        def rows_of(pos: int, inst: Any, limit: int) -> int:
-            return _divisor_at_most(extents[pos], min(limit, int(inst.kwargs.get("max_innermost_factor", 64))))
-
         # Row tiles on one loop, or on two when that holds more rows: 111 x 111 pixels (3 x 37
         # each way) tile 3 x 3 (18 accumulators; 3 x 1 kept 6: SqueezeNet's stem 0.25-0.35 ms,
         # 0.14 ms as 3 x 3).
         candidates: list[tuple[dict[int, int], int]] = [({}, 1)]
         for k, (pos, inst) in enumerate(spatial[:-1]):
-            rows = rows_of(pos, inst, row_limit)
+            rows = _rows_of(extents[pos], inst, row_limit)
             candidates.append(({pos: rows}, rows))
-            for other, other_inst in spatial[k + 1 : -1]:
-                if rows > 1 and max_rows is None:
-                    more = rows_of(other, other_inst, row_limit // rows)
+            if rows > 1 and max_rows is None:
+                for other, other_inst in spatial[k + 1 : -1]:
+                    more = _rows_of(extents[other], other_inst, row_limit // rows)
                     if more > 1:
                         candidates.append(({pos: rows, other: more}, rows * more))
         for row_tile, rows in candidates:
@@ -323,6 +319,12 @@ def _register_tile(
                 best = (key, {vector_pos: vector, **row_tile})
     assert best is not None
     return best[1]
+
+
+def _rows_of(extent: int, inst: Any, limit: int) -> int:
+    """A row tile on a loop of ``extent`` sampled by ``inst``: its largest divisor within
+    ``limit`` and the sample's innermost bound."""
+    return _divisor_at_most(extent, min(limit, int(inst.kwargs.get("max_innermost_factor", 64))))
 
 
 def _product(values: Any) -> int:
@@ -344,7 +346,7 @@ def light_reduction(func: PrimFunc) -> bool:
     a depthwise convolution or a pooling window, where no loaded value serves several outputs
     (a stem convolution over 3 channels reduces 27 elements, but each pixel it loads serves
     every output channel: it is tiled as any convolution)."""
-    from metasched.space.analysis import vars_of
+    from metasched.space.analysis import loads_of, vars_of
     from tir.ir import Block, BufferLoad
     from tir.ir.buffer import IterKind
     from tir.ir.functor import post_order_visit
@@ -352,10 +354,8 @@ def light_reduction(func: PrimFunc) -> bool:
     verdicts: list[bool] = []
 
     def loads(block: Block) -> list[BufferLoad]:
-        found: list[BufferLoad] = []
-        post_order_visit(block.body, lambda n: found.append(n) if isinstance(n, BufferLoad) else None)
         written = {id(region.buffer) for region in block.writes}
-        return [load for load in found if id(load.buffer) not in written]
+        return [load for load in loads_of(block) if id(load.buffer) not in written]
 
     def visit(node: object) -> None:
         if not isinstance(node, Block):

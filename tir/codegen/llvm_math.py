@@ -59,6 +59,7 @@ weighted for the relative error of the result; their coefficients rounded to flo
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import llvmlite.ir as ir
 
@@ -228,12 +229,16 @@ def _vector_sigmoid(b: ir.IRBuilder, x: ir.Value, scalef: bool = False) -> ir.Va
     exp(-x) overflows below -88.7 in float32 and gave 0 down to the subnormals). exp's special
     cases are not needed here: its argument is at most 40 (no overflow), the clamp at -104 gives
     0 below -103.97 as the select would, and NaN is kept once, at the end."""
+    result = _logistic(b, x, lambda t: _exp_core(b, t, scalef))
+    return b.select(b.fcmp_unordered("uno", x, x), x, result)
+
+
+def _logistic(b: ir.IRBuilder, x: ir.Value, exp: Callable[[ir.Value], ir.Value]) -> ir.Value:
+    """1 / (1 + exp(-x)), and exp(x) itself below ``_SIGMOID_TAIL``, on the given ``exp``."""
     ty = x.type
     tail = b.fcmp_ordered("<", x, const(ty, _SIGMOID_TAIL))
-    exp = _exp_core(b, b.select(tail, x, b.fsub(const(ty, 0.0), x)), scalef)
-    logistic = b.fdiv(const(ty, 1.0), b.fadd(const(ty, 1.0), exp))
-    result = b.select(tail, exp, logistic)
-    return b.select(b.fcmp_unordered("uno", x, x), x, result)
+    e = exp(b.select(tail, x, b.fsub(const(ty, 0.0), x)))
+    return b.select(tail, e, b.fdiv(const(ty, 1.0), b.fadd(const(ty, 1.0), e)))
 
 
 def _vector_erf(b: ir.IRBuilder, x: ir.Value, scalef: bool = False) -> ir.Value:
@@ -437,13 +442,8 @@ def _compute(
         name = name64 if isinstance(elem, ir.DoubleType) else name32
         fn = declare(builder.module, name, elem, [elem] * len(args))
         return _scalarized_call(builder, fn, args)
-    if op == "sigmoid":
-        # as _vector_sigmoid, on libm's exp (scalars and float64)
-        (x,) = args
-        tail = builder.fcmp_ordered("<", x, const(ty, _SIGMOID_TAIL))
-        exp = _compute(builder, "exp", [builder.select(tail, x, builder.fsub(const(ty, 0.0), x))], fused)
-        logistic = builder.fdiv(const(ty, 1.0), builder.fadd(const(ty, 1.0), exp))
-        return builder.select(tail, exp, logistic)
+    if op == "sigmoid":  # as _vector_sigmoid, on libm's exp (scalars and float64)
+        return _logistic(builder, args[0], lambda t: _compute(builder, "exp", [t], fused))
     if op == "rsqrt":
         root = call_intrinsic(builder, "llvm.sqrt", ty, args, [ty])
         return builder.fdiv(const(ty, 1.0), root)

@@ -39,10 +39,11 @@ def aligned_zeros(shape: Any, dtype: Any) -> np.ndarray:
     return array
 
 
-def aligned_copy(array: Any) -> np.ndarray:
-    """``array``'s values in a new aligned C-contiguous array (``array`` itself if it is one)."""
+def aligned_copy(array: Any, fresh: bool = False) -> np.ndarray:
+    """``array``'s values in a new aligned C-contiguous array (``array`` itself if it is one,
+    unless ``fresh``: a copy the caller may write without touching ``array``)."""
     source = np.asarray(array)
-    if source.flags.c_contiguous and source.ctypes.data % ALIGN == 0:
+    if not fresh and source.flags.c_contiguous and source.ctypes.data % ALIGN == 0:
         return source
     copy = aligned_empty(source.shape, source.dtype)
     copy[...] = source
