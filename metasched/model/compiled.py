@@ -114,9 +114,14 @@ def compile(  # noqa: A001 - the public name the design gives it
     groups = partition(graph)
     tasks: dict[str, dict[str, Any]] = {}
     steps: list[dict[str, Any]] = []
+    slices = _slice_layouts(graph, groups)
+    variants: dict[tuple[str, tuple[tuple[int, ...], ...]], str] = {}  # (task key, strides per buffer) -> kernel
     for group in groups:
         if group.kind == "view":
             steps.append({"kind": "view", "src": group.nodes[0].inputs[0], "dst": group.outputs[0]})
+            continue
+        if group.kind == "assembled":  # its producers wrote it
+            steps.append({"kind": "assembled", "srcs": list(group.nodes[0].inputs), "dst": group.outputs[0]})
             continue
         fixed = lower_group(representative, group) if representative is not None else None
         func = lower_group(graph, group)
@@ -133,10 +138,14 @@ def compile(  # noqa: A001 - the public name the design gives it
                 "key": key,
             }
         tasks[key]["weight"] += 1
+        kernel = tasks[key]["name"]
+        strides = tuple(slices[name][2] if name in slices else () for name in [*group.inputs, *group.outputs])
+        if any(strides):  # a kernel of its own: values that live in a Concat's output have its strides
+            kernel = variants.setdefault((key, strides), f"{kernel}_at{len(variants)}")
         steps.append(
             {
                 "kind": "call",
-                "func": tasks[key]["name"],
+                "func": kernel,
                 "args": [*group.inputs, *group.outputs],
                 "outputs": len(group.outputs),
                 "group": group.name,
@@ -164,6 +173,12 @@ def compile(  # noqa: A001 - the public name the design gives it
     directory = Path(work_dir) if work_dir is not None else Path(tempfile.mkdtemp(prefix="metasched_model_"))
     directory.mkdir(parents=True, exist_ok=True)
     originals = {t["name"]: with_shape_params(t["func"]) for t in tasks.values()}
+    for (key, strides), kernel in variants.items():
+        base = tasks[key]["name"]
+        scheduled[kernel] = replace(with_strides(scheduled[base], strides), name=kernel)
+        originals[kernel] = replace(with_strides(originals[base], strides), name=kernel)
+    called = {step["func"] for step in steps if step["kind"] == "call"}
+    scheduled = {name: func for name, func in scheduled.items() if name in called}
     kernels, hoisted = _hoist_weight_packing(scheduled, steps)
     library, fallen = _build_library(kernels, originals, target, directory, report)
     constants = dict(graph.constants)
@@ -176,7 +191,11 @@ def compile(  # noqa: A001 - the public name the design gives it
     ]
     report.build_seconds = time.perf_counter() - t0
     built = {name: originals[name] if name in fallen else kernels[name] for name in kernels}
-    plan = _plan(graph, steps, constants, _in_place(graph, steps, built, constants))
+    placed = {
+        name: (root, offset * np.dtype(graph.infos[name].dtype).itemsize) for name, (root, offset, _) in slices.items()
+    }
+    in_place = _in_place(graph, steps, built, constants, {*slices, *(root for root, _, _ in slices.values())})
+    plan = _plan(graph, steps, constants, in_place, placed)
     plan["symbolic"] = dict(graph.symbolic)
     plan["functions"] = {name: len(f.params) for name, f in built.items()}
     model = CompiledModel(plan, {k: constants[k] for k in plan["constants"]}, library, threads)
@@ -220,6 +239,49 @@ def with_shape_params(func: Any) -> Any:
     present = {p.name for p in func.params if not hasattr(p, "shape")}
     extra = tuple(found[name] for name in sorted(found) if name not in present)
     return replace(func, params=(*func.params, *extra)) if extra else func
+
+
+def _slice_layouts(graph: Any, groups: list[Any]) -> dict[str, tuple[str, int, tuple[int, ...]]]:
+    """Where each value that lives in a Concat's output is (``fuse.Group.slice_of``, nested
+    Concats resolved): ``{value: (outermost Concat output, element offset, strides)}``, the
+    strides (in elements) those of that output, which every level shares."""
+    parent = {group.outputs[0]: group.slice_of for group in groups if group.slice_of is not None}
+    layouts: dict[str, tuple[str, int, tuple[int, ...]]] = {}
+    for name in parent:
+        levels = []
+        root = name
+        while root in parent:
+            levels.append(parent[root])
+            root = levels[-1][0]
+        shape = [int(extent) for extent in graph.infos[root].shape]
+        strides = [int(np.prod(shape[axis + 1 :], dtype=np.int64)) for axis in range(len(shape))]
+        offset = sum(start * strides[axis] for _, axis, start in levels)
+        layouts[name] = (root, offset, tuple(strides))
+    return layouts
+
+
+def with_strides(func: Any, strides: tuple[tuple[int, ...], ...]) -> Any:
+    """``func`` addressing its buffer parameters through ``strides`` (elements; one tuple per
+    buffer parameter, empty for compact): slices of bigger arrays. Only addressing changes; a
+    schedule made for compact buffers still holds."""
+    from tir.ir import Buffer, const, replace_buffers
+
+    mapping = {}
+    for buffer, given in zip(func.buffer_params, strides, strict=True):
+        if not given:
+            continue
+        if len(given) != len(buffer.shape):
+            raise ValueError(f"{func.name}: {len(given)} strides for the {len(buffer.shape)}-d buffer {buffer.name}")
+        dtype = buffer.shape[0].dtype
+        mapping[buffer] = Buffer(
+            buffer.name,
+            buffer.shape,
+            buffer.dtype,
+            buffer.scope,
+            tuple(const(s, dtype) for s in given),
+            span=buffer.span,
+        )
+    return replace_buffers(func, mapping)
 
 
 def serial_loops(func: Any) -> Any:
@@ -358,6 +420,8 @@ def _root(name: str, bases: Mapping[str, str]) -> str:
 
 
 def _reads_and_writes(step: dict[str, Any]) -> tuple[list[str], list[str]]:
+    if step["kind"] == "assembled":
+        return list(step["srcs"]), [step["dst"]]
     if step["kind"] != "call":
         return [step["src"]], [step["dst"]]
     count = step.get("outputs", 1)
@@ -365,11 +429,17 @@ def _reads_and_writes(step: dict[str, Any]) -> tuple[list[str], list[str]]:
 
 
 def _in_place(
-    graph: Any, steps: list[dict[str, Any]], funcs: Mapping[str, Any], known: Mapping[str, np.ndarray]
+    graph: Any,
+    steps: list[dict[str, Any]],
+    funcs: Mapping[str, Any],
+    known: Mapping[str, np.ndarray],
+    sliced: set[str] | frozenset[str] = frozenset(),
 ) -> dict[str, str]:
     """Outputs to write over an input of the same call: ``{output: input}`` where the kernel
     allows it (``tir.analysis.in_place_pairs``: a residual add's epilogue reads and writes
-    each element once, at one index) and nothing reads the input, or a view of it, afterwards."""
+    each element once, at one index) and nothing reads the input, or a view of it, afterwards.
+    ``sliced``: values that live in a Concat's output, and those outputs (their places are
+    taken)."""
     from tir.analysis import in_place_pairs
 
     views: dict[str, str] = {}
@@ -396,6 +466,8 @@ def _in_place(
             if (
                 source_slot >= len(reads)  # another output of the call
                 or output in chosen
+                or output in sliced
+                or value in sliced
                 or last.get(value) != index  # read later
                 or value in graph.inputs  # the caller's array
                 or value in known
@@ -411,17 +483,24 @@ def _in_place(
 
 
 def _plan(
-    graph: Any, steps: list[dict[str, Any]], known: Mapping[str, np.ndarray], in_place: Mapping[str, str] | None = None
+    graph: Any,
+    steps: list[dict[str, Any]],
+    known: Mapping[str, np.ndarray],
+    in_place: Mapping[str, str] | None = None,
+    placed: Mapping[str, tuple[str, int]] | None = None,
 ) -> dict[str, Any]:
     """Where every value lives: inputs (the caller's arrays), constants, or the arena (offsets
     from lifetimes: a value's bytes are reused once its last reader has run); views alias.
     ``known``: the constants by name (the graph's and the packed weights); ``in_place``: outputs
-    that take the memory of an input (``_in_place``), aliases like views. Symbolic shapes are
+    that take the memory of an input (``_in_place``), aliases like views; ``placed``: values
+    written into a Concat's output, ``{value: (that output, byte offset)}``, aliases at an
+    offset (``"byte_offset"``), the Concat's output alive from its first slice's writer on. Symbolic shapes are
     saved as ``symbolic.to_json`` trees; offsets are for the
     representative sizes (``_layout`` places the arena again for the sizes of each run)."""
     from metasched.model.symbolic import to_json
 
     in_place = in_place or {}
+    placed = placed or {}
     tensors: dict[str, dict[str, Any]] = {}
     for name in graph.inputs:
         info = graph.infos[name]
@@ -444,7 +523,24 @@ def _plan(
             last[root(name)] = index
         for name in writes:
             info = graph.infos[name]
-            if step["kind"] == "view" or name in in_place:
+            if name in tensors:  # a Concat's output, made when its first slice was written
+                last[root(name)] = index
+            elif name in placed:
+                whole, byte_offset = placed[name]
+                if whole not in tensors:
+                    shape = graph.infos[whole].shape
+                    tensors[whole] = {"shape": list(shape), "dtype": graph.infos[whole].dtype, "storage": "arena"}
+                    first[whole] = index
+                base[name] = whole
+                tensors[name] = {
+                    "shape": [to_json(d) for d in info.shape],
+                    "dtype": info.dtype,
+                    "storage": "alias",
+                    "base": whole,
+                    "byte_offset": byte_offset,
+                }
+                last[whole] = index
+            elif step["kind"] == "view" or name in in_place:
                 base[name] = step["src"] if step["kind"] == "view" else in_place[name]
                 tensors[name] = {
                     "shape": [to_json(d) for d in info.shape],
@@ -590,7 +686,7 @@ class CompiledModel:
                 if fixed is None:
                     late.append((slot, name))
                 else:
-                    pointers[slot] = fixed.ctypes.data
+                    pointers[slot] = fixed.ctypes.data + tensors[name].get("byte_offset", 0)
             for slot, name in enumerate(names, start=len(step["args"])):
                 pointers[slot] = self._size_cells[name].ctypes.data
             self._calls.append((function, pointers, late))

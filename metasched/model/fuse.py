@@ -8,7 +8,9 @@ normalization) start a group; opaque nodes (Concat, Split) are a group of their 
 (Reshape, Flatten, Squeeze, Unsqueeze, Identity, Dropout) run no kernel at all: their output
 is the input's memory under another shape. Then a group of injective nodes that holds every
 consumer of a kernel group's one output absorbs that group (SiLU, GELU: an activation reading
-the convolution's output twice is its epilogue).
+the convolution's output twice is its epilogue). Last, Concats whose inputs can be written in
+place, into slices of the output, run no kernel (``_assemble_concats``: the groups are
+``"assembled"``, the values' places are ``Group.slice_of``).
 """
 
 from __future__ import annotations
@@ -27,13 +29,15 @@ __all__ = ["Group", "lower_group", "partition"]
 @dataclass
 class Group:
     name: str
-    kind: str  # "kernel" or "view"
+    kind: str  # "kernel", "view" or "assembled" (a Concat its producers write in place)
     nodes: list[Node]
     outputs: list[str]
     closed: bool = False  # opaque groups take no consumers
     has_complex: bool = False
     inputs: list[str] = field(default_factory=list)
     func: PrimFunc | None = None
+    #: (Concat output, axis, start): the group's one output lives in that slice of the Concat's
+    slice_of: tuple[str, int, int] | None = None
 
     @property
     def op_types(self) -> list[str]:
@@ -80,6 +84,7 @@ def partition(graph: Graph) -> list[Group]:
         last_index[id(target)] = index
     groups = _merge_diamonds(graph, groups, owner, users, last_index)
     groups.sort(key=lambda g: last_index[id(g)])
+    _assemble_concats(graph, groups, owner, users)
     for k, group in enumerate(groups):
         ops = "_".join(dict.fromkeys(t.lower() for t in group.op_types))
         group.name = f"g{k}_{ops}"[:48]
@@ -134,6 +139,86 @@ def _merge_diamonds(
             merged_away.add(id(producer))
             break  # one producer per group: a second complex node would not fit in one kernel
     return [group for group in groups if id(group) not in merged_away]
+
+
+def _assemble_concats(graph: Graph, groups: list[Group], owner: dict[str, Group], users: dict[str, list[Node]]) -> None:
+    """Concats that copy nothing: their inputs are written in place, into slices of the output.
+
+    A Concat as a kernel reads every input back and writes it again: SqueezeNet's fire modules
+    and Inception's branches spend a tenth of the model there, and DenseNet, whose every layer
+    concatenates all the features before it, copies quadratically. Two cases, the latest Concat
+    first so that outer Concats place their inputs before inner ones look:
+    - every input is the one output of a group whose values are placed nowhere yet: each is
+      placed in its slice of the output (``Group.slice_of``); its writer, and its other readers,
+      address it through the output's strides (``compile`` gives the kernels those strides);
+    - every input is already placed, in one value, side by side along the Concat's axis in the
+      Concat's order (DenseNet: the features of a block, placed by the block's last Concat):
+      the Concat's output is that stretch of the value, placed there itself.
+    Either way the group is ``"assembled"`` and runs no kernel. Only for constant shapes (a
+    symbolic extent would make the strides symbolic), and never for a value a view reads (a
+    reshape of a strided value is not a view) or that the caller gives or gets."""
+    if graph.symbolic:
+        return
+    for group in reversed(groups):
+        if group.kind != "kernel" or len(group.nodes) != 1 or group.nodes[0].op_type != "Concat":
+            continue
+        node = group.nodes[0]
+        output = graph.infos[node.outputs[0]]
+        if not _plain_shape(output.shape):
+            continue
+        axis = int(node.attrs.get("axis", 0)) % len(output.shape)
+        producers = [owner.get(name) for name in node.inputs]
+        if all(
+            _placeable(graph, name, producer, output, users)
+            for name, producer in zip(node.inputs, producers, strict=True)
+        ) and len(set(node.inputs)) == len(node.inputs):
+            start = 0
+            for name, producer in zip(node.inputs, producers, strict=True):
+                assert producer is not None
+                producer.slice_of = (node.outputs[0], axis, start)
+                start += int(graph.infos[name].shape[axis])
+            group.kind = "assembled"
+            continue
+        places = [producer.slice_of if producer is not None else None for producer in producers]
+        if (
+            group.slice_of is None
+            and places[0] is not None
+            and node.outputs[0] not in graph.outputs
+            and all(OPS[user.op_type].kind != "view" for user in users.get(node.outputs[0], []))
+        ):
+            parent, _, first = places[0]
+            expected = first
+            for name, place in zip(node.inputs, places, strict=True):
+                if place != (parent, axis, expected):
+                    break
+                expected += int(graph.infos[name].shape[axis])
+            else:
+                group.slice_of = (parent, axis, first)
+                group.kind = "assembled"
+
+
+def _plain_shape(shape: tuple[object, ...]) -> bool:
+    return all(isinstance(extent, int) and extent > 0 for extent in shape)
+
+
+def _placeable(graph: Graph, name: str, producer: Group | None, whole: object, users: dict[str, list[Node]]) -> bool:
+    """Whether the value ``name`` can live in a slice of a Concat's output ``whole``."""
+    info = graph.infos.get(name)
+    return (
+        bool(name)
+        and info is not None
+        and producer is not None
+        and producer.kind in ("kernel", "assembled")
+        and producer.outputs == [name]
+        and producer.slice_of is None
+        and name not in graph.outputs
+        and name not in graph.inputs
+        and name not in graph.constants
+        and info.dtype == whole.dtype  # type: ignore[attr-defined]
+        and len(info.shape) == len(whole.shape)  # type: ignore[attr-defined]
+        and _plain_shape(info.shape)
+        and all(OPS[user.op_type].kind != "view" for user in users.get(name, []))
+    )
 
 
 def lower_group(graph: Graph, group: Group) -> PrimFunc:

@@ -11,7 +11,7 @@ meaning), so subclasses override it to remap buffers.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any, ClassVar
 
 from tir.ir.buffer import Buffer
@@ -157,3 +157,19 @@ def substitute(node: Any, vmap: dict[Var, PrimExpr]) -> Any:
     if not vmap:
         return node
     return _Substitute(vmap).visit(node)
+
+
+class _ReplaceBuffers(IRMutator):
+    def __init__(self, buffer_map: Mapping[Buffer, Buffer]) -> None:
+        self.buffer_map = buffer_map
+
+    def visit_Buffer(self, buffer: Buffer) -> Buffer:
+        return self.buffer_map.get(buffer, buffer)
+
+
+def replace_buffers(node: Any, buffer_map: Mapping[Buffer, Buffer]) -> Any:
+    """Every reference to a buffer of ``buffer_map`` (by identity: parameters, loads, stores,
+    regions, allocations, match_buffer sources) made to its replacement instead."""
+    if not buffer_map:
+        return node
+    return _ReplaceBuffers(buffer_map).visit(node)

@@ -47,6 +47,7 @@ from tir.ir import (
     Sub,
     Var,
     const,
+    replace_buffers,
     substitute,
 )
 from tir.ir.stmt import seq
@@ -89,17 +90,6 @@ def _region_buffer(primitive: str, realize: BlockRealize, field: str, position: 
 
 def _sanitize(name: str) -> str:
     return re.sub(r"\W", "_", name)
-
-
-class _ReplaceBuffers(IRMutator):
-    """Every reference to a buffer of ``buffer_map`` (loads, stores, regions, allocations,
-    match_buffer sources) refers to its replacement instead."""
-
-    def __init__(self, buffer_map: Mapping[Buffer, Buffer]) -> None:
-        self.buffer_map = buffer_map
-
-    def visit_Buffer(self, buffer: Buffer) -> Buffer:
-        return self.buffer_map.get(buffer, buffer)
 
 
 class _ReplaceRealizes(IRMutator):
@@ -404,8 +394,7 @@ def cache_read(
     region = _read_region(index, scope, consumers, buffer, primitive, within)
     cache_name, block_name_new = _cache_buffer_and_block_names(func, index, buffer, storage_scope)
     cache = Buffer(cache_name, buffer.shape, buffer.dtype, storage_scope)
-    redirect = _ReplaceBuffers({buffer: cache})
-    replacements = {id(c): c.replace(block=redirect.visit(c.block)) for c in consumers}
+    replacements = {id(c): c.replace(block=replace_buffers(c.block, {buffer: cache})) for c in consumers}
     rewritten = [_ReplaceRealizes(replacements).visit(stmt) for stmt in stmts[first : last + 1]]
     copy = _copy_nest(block_name_new, buffer, cache, region)
     body = seq(*stmts[:first], copy, *rewritten, *stmts[last + 1 :])
@@ -687,7 +676,7 @@ def cache_write(func: PrimFunc, block_name: str, write_buffer_index: int, storag
 
     cache_name, block_name_new = _cache_buffer_and_block_names(func, index, buffer, storage_scope)
     cache = Buffer(cache_name, buffer.shape, buffer.dtype, storage_scope)
-    new_realize = realize.replace(block=_ReplaceBuffers({buffer: cache}).visit(block))
+    new_realize = realize.replace(block=replace_buffers(block, {buffer: cache}))
     rewritten = _ReplaceRealizes({id(realize): new_realize}).visit(stmts[position])
     copy = _copy_nest(block_name_new, cache, buffer, copy_region)
     body = seq(*stmts[:position], rewritten, copy, *stmts[position + 1 :])
@@ -962,7 +951,7 @@ def _allocated_buffer(func: PrimFunc, index: TreeIndex, block_name: str, buffer_
 
 
 def _replace_buffer(func: PrimFunc, old: Buffer, new: Buffer) -> PrimFunc:
-    return func.replace(body=_ReplaceBuffers({old: new}).visit(func.body))
+    return func.replace(body=replace_buffers(func.body, {old: new}))
 
 
 def set_scope(func: PrimFunc, block_name: str, buffer_index: int, storage_scope: str) -> PrimFunc:
@@ -1004,7 +993,7 @@ def set_scope(func: PrimFunc, block_name: str, buffer_index: int, storage_scope:
             if view not in moved and view.scope != storage_scope:
                 moved[view] = view.replace(scope=storage_scope)
                 pending.append(view)
-    return func.replace(body=_ReplaceBuffers(moved).visit(func.body))
+    return func.replace(body=replace_buffers(func.body, moved))
 
 
 def _match_views(func: PrimFunc) -> dict[Buffer, list[Buffer]]:

@@ -51,6 +51,7 @@ from tir.ir import (
     Var,
     const,
     post_order_visit,
+    replace_buffers,
     substitute,
 )
 from tir.ir.expr import Add
@@ -144,14 +145,6 @@ class _RedirectAccesses(IRMutator):
         if store.buffer is self.old:
             return BufferStore(self.new, self.visit(store.value), self.indices)
         return self.generic_visit(store)  # type: ignore[return-value]
-
-
-class _ReplaceBuffers(IRMutator):
-    def __init__(self, buffer_map: dict[int, Buffer]) -> None:
-        self.buffer_map = buffer_map
-
-    def visit_Buffer(self, buffer: Buffer) -> Buffer:
-        return self.buffer_map.get(id(buffer), buffer)
 
 
 def _show_access(access: Access) -> str:
@@ -1243,7 +1236,7 @@ def pad_einsum(func: PrimFunc, block_name: str, padding: Sequence[int]) -> PrimF
                     _pad_copy_out(buffer, pad, pattern),
                 )
             )
-    replace = _ReplaceBuffers(new_buffers)
+    replaced = {buffer: new_buffers[id(buffer)] for buffer, _ in padded_buffers}
 
     def region_of(region: BufferRegion) -> BufferRegion:
         pad = new_buffers.get(id(region.buffer))
@@ -1257,8 +1250,8 @@ def pad_einsum(func: PrimFunc, block_name: str, padding: Sequence[int]) -> PrimF
     )
     new_block = block.replace(
         iter_vars=new_iter_vars,
-        body=replace.visit(block.body),
-        init=replace.visit(block.init) if block.init is not None else None,
+        body=replace_buffers(block.body, replaced),
+        init=replace_buffers(block.init, replaced) if block.init is not None else None,
         reads=tuple(region_of(r) for r in block.reads),
         writes=tuple(region_of(r) for r in block.writes),
     )
