@@ -256,7 +256,7 @@ def compare_outputs(got: np.ndarray, want: np.ndarray, dtype_text: str) -> str |
 _EVICTION: np.ndarray | None = None
 
 
-def _last_level_cache_bytes() -> int:
+def last_level_cache_bytes() -> int:
     """The largest CPU cache of this machine (sysfs; 32 MiB when it cannot be read)."""
     from pathlib import Path
 
@@ -276,7 +276,7 @@ def evict_caches() -> None:
     run finds its operands in memory, as a model's layer finds its weights."""
     global _EVICTION
     if _EVICTION is None:
-        size = min(max(2 * _last_level_cache_bytes(), 16 << 20), 512 << 20)
+        size = min(max(2 * last_level_cache_bytes(), 16 << 20), 512 << 20)
         _EVICTION = np.ones(size // 8, dtype=np.uint64)
     _EVICTION.sum()
 

@@ -282,7 +282,7 @@ def test_flush_cache_times_every_run_after_an_eviction(monkeypatch) -> None:  # 
     reply = runner.run_job(11, job, None)
     assert reply["seconds"] > 0 and len(evictions) == 4
     assert Measurer("llvm", flush_cache=True).flush_cache
-    assert runner._last_level_cache_bytes() >= 1 << 20
+    assert runner.last_level_cache_bytes() >= 1 << 20
     monkeypatch.undo()
     runner.evict_caches()  # the real one: reads a buffer twice the last-level cache
     assert runner._EVICTION is not None and runner._EVICTION.nbytes >= 16 << 20
