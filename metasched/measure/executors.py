@@ -336,9 +336,17 @@ class LocalPool:
         for job in jobs:
             if job.reference_key is not None and job.reference_key not in self.references:
                 missing.setdefault(job.reference_key, job)
-        # Runs are sequential: the best time so far, this batch included, lets a far slower
-        # candidate be timed once (see runner.run_job).
-        best = min((job.best for job in jobs if job.best is not None), default=None)
+        # Runs are sequential: the best time so far of the same workload, this batch included,
+        # lets a far slower candidate be timed once (see runner.run_job). Per workload: the
+        # tuner's first batch holds every task's default schedule, and a 10 us pooling kernel's
+        # time made a 0.2 ms convolution "far slower", timed once, cold.
+        # A job without a key (no reference to check it against) is taken for the batch's one
+        # workload: the best of all (None's entry) limits it.
+        best_of: dict[str | None, float] = {}
+        for job in jobs:
+            if job.best is not None:
+                for key in {job.reference_key, None}:
+                    best_of[key] = min(best_of.get(key, math.inf), job.best)
         pending = list(range(len(jobs)))
         # Modules lost with a worker that another candidate killed (crash, timeout) are rebuilt
         # and run in a further attempt; each attempt settles at least the killers.
@@ -359,7 +367,9 @@ class LocalPool:
                     lost.append(index)
                     continue
                 worker.built.discard(index)
-                limit = self._run_limit(jobs[index].reference_key, best, batch_shortest)
+                key = jobs[index].reference_key
+                best = best_of.get(key)
+                limit = self._run_limit(key, best, batch_shortest)
                 if last_worker is not None and worker_index != last_worker:
                     # The last worker's libgomp threads spin for some milliseconds after its
                     # run (GOMP_SPINCOUNT): this one's timing would share the cores with them.
@@ -377,7 +387,8 @@ class LocalPool:
                         f" (twice this workload's shortest run and {_RELATIVE_TIMEOUT:g}x the best so far, {best:.3g} s)"
                     )
                 if reply.get("error_kind") is None and reply.get("seconds") is not None:
-                    best = reply["seconds"] if best is None else min(best, reply["seconds"])
+                    for name in {key, None}:
+                        best_of[name] = min(best_of.get(name, math.inf), reply["seconds"])
                 results[index].update(reply)
                 ran.append(index)
             _discount_own_waits(results, ran, system)

@@ -310,3 +310,29 @@ def test_reference_of_a_gpu_target_is_computed_on_the_host() -> None:
     arrays, _ = make_arguments(gemm, nan_outputs=True)
     want = arrays[0].astype(np.float32) @ arrays[1].astype(np.float32)
     np.testing.assert_allclose(reference.outputs[0], want, rtol=1e-5, atol=1e-5)
+
+
+def test_the_best_time_that_cuts_a_run_short_is_the_same_workloads(measurer: Measurer, monkeypatch) -> None:  # noqa: ANN001
+    """The tuner's first batch holds every task's default schedule: a fast task's time must not
+    make another task's candidate "far slower" and timed once (cold)."""
+    other = tir.parse(GOOD.replace("(64, 64)", "(128, 64)").replace("T.grid(64, 64)", "T.grid(128, 64)"))
+    bests: list[tuple[str | None, float | None]] = []
+    real_run = LocalPool._run
+
+    def watched(self, worker, index, job, limit):  # noqa: ANN001, ANN202
+        bests.append((job.reference_key, job.best))
+        return real_run(self, worker, index, job, limit)
+
+    monkeypatch.setattr(LocalPool, "_run", watched)
+    results = measurer.measure(
+        [
+            MeasureInput(REFERENCE, "llvm", reference=REFERENCE),
+            MeasureInput(other, "llvm", reference=other),
+            MeasureInput(REFERENCE, "llvm", reference=REFERENCE),
+        ]
+    )
+    assert all(r.error_kind is None for r in results)
+    (first_key, first_best), (other_key, other_best), (again_key, again_best) = bests
+    assert first_key != other_key and first_key == again_key
+    assert first_best is None and other_best is None  # the other workload starts with no best
+    assert again_best == results[0].seconds  # the same workload's best so far
