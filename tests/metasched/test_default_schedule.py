@@ -152,6 +152,40 @@ def test_default_schedule_of_awkward_extents_pads_packs_and_computes_the_product
     np.testing.assert_allclose(interpreted, x @ w, rtol=1e-4, atol=1e-4)
 
 
+def _conv1x1(channels_in: int, channels_out: int):  # type: ignore[no-untyped-def]
+    import tir
+
+    return tir.parse(
+        f"""
+import tir.script as T
+@T.script
+def conv(X: T.Buffer((1, 28, 28, {channels_in}), "float32"), W: T.Buffer((1, 1, {channels_in}, {channels_out}), "float32"),
+         Y: T.Buffer((1, 28, 28, {channels_out}), "float32")):
+    T.func_attr({{"layout_free_buffers": ["W"]}})
+    for n, h, w, co, rh, rw, ci in T.grid(1, 28, 28, {channels_out}, 1, 1, {channels_in}):
+        with T.block("conv"):
+            vn, vh, vw, vco, vrh, vrw, vci = T.remap("SSSSRRR", n, h, w, co, rh, rw, ci)
+            with T.init():
+                Y[vn, vh, vw, vco] = 0.0
+            Y[vn, vh, vw, vco] += X[vn, vh + vrh, vw + vrw, vci] * W[vrh, vrw, vci, vco]
+"""
+    )
+
+
+def test_one_panel_and_a_part_is_padded_only_over_a_long_enough_reduction() -> None:
+    # 24 output channels at 16 lanes: padded to 32 when each output reduces 72 inputs
+    # (MobileNet), left alone when it reduces 24 (ShuffleNet, 2x faster unpadded).
+    from metasched.space.analysis import block_info
+    from metasched.space.rules.multi_level_tiling import SHORT_REDUCTION, MultiLevelTiling
+    from tir import Schedule
+
+    rule = MultiLevelTiling("llvm -mcpu=x86-64-v4")  # 16 float32 lanes, whatever this machine has
+    for channels_in, padded in [(72, True), (SHORT_REDUCTION, False), (24, False)]:
+        sch = Schedule(_conv1x1(channels_in, 24))
+        info = block_info(sch, sch.get_block("conv"))
+        assert (rule.padding(info, frozenset({"W"})) is not None) == padded, channels_in
+
+
 @T.script
 def conv1x1_1000(
     X: T.Buffer((1, 5, 5, 32), "float32"),
