@@ -1,5 +1,6 @@
 """``metasched tune --cache``: kernels timed cold when the model outgrows the last-level cache,
-warm when it stays there (an eviction before every run is what such a model never sees)."""
+warm when it stays there (an eviction before every run is what such a model never sees); the
+closing comparison's runs."""
 
 from __future__ import annotations
 
@@ -45,3 +46,14 @@ def test_an_explicit_choice_wins(demo, monkeypatch) -> None:  # type: ignore[no-
     monkeypatch.setattr(runner, "last_level_cache_bytes", lambda: 1 << 20)
     assert cli_tune._cold_caches(_args("warm"), demo) is False
     assert cli_tune._cold_caches(_args("auto", warm_cache=True), demo) is False
+
+
+def test_the_closing_comparison_times_a_small_model_for_about_a_second() -> None:
+    import time
+
+    def sleeper(seconds: float):  # type: ignore[no-untyped-def]
+        return lambda feeds: time.sleep(seconds)
+
+    assert cli_tune._comparison_runs([lambda feeds: None, lambda feeds: None], {}) == 300  # capped
+    assert 50 <= cli_tune._comparison_runs([sleeper(0.01), sleeper(0.01)], {}) <= 100  # ~1 s of runs
+    assert cli_tune._comparison_runs([sleeper(0.1), sleeper(0.1)], {}) == 20  # never fewer than 20
