@@ -373,11 +373,7 @@ def model_footprint(graph: Any) -> int:
 
     fixed = representative_graph(graph) if graph.symbolic else graph
     weights = sum(int(np.asarray(value).nbytes) for value in fixed.constants.values())
-    values = sorted(
-        (int(np.prod([int(d) for d in info.shape], dtype=np.int64)) * np.dtype(info.dtype).itemsize)
-        for info in fixed.infos.values()
-        if all(isinstance(d, int) for d in info.shape)
-    )
+    values = sorted(int(info.nbytes) for info in fixed.infos.values() if all(isinstance(d, int) for d in info.shape))
     return weights + sum(values[-2:])
 
 

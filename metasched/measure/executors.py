@@ -343,10 +343,14 @@ class LocalPool:
         # A job without a key (no reference to check it against) is taken for the batch's one
         # workload: the best of all (None's entry) limits it.
         best_of: dict[str | None, float] = {}
+
+        def improve(key: str | None, seconds: float) -> None:
+            for name in {key, None}:
+                best_of[name] = min(best_of.get(name, math.inf), seconds)
+
         for job in jobs:
             if job.best is not None:
-                for key in {job.reference_key, None}:
-                    best_of[key] = min(best_of.get(key, math.inf), job.best)
+                improve(job.reference_key, job.best)
         pending = list(range(len(jobs)))
         # Modules lost with a worker that another candidate killed (crash, timeout) are rebuilt
         # and run in a further attempt; each attempt settles at least the killers.
@@ -387,8 +391,7 @@ class LocalPool:
                         f" (twice this workload's shortest run and {_RELATIVE_TIMEOUT:g}x the best so far, {best:.3g} s)"
                     )
                 if reply.get("error_kind") is None and reply.get("seconds") is not None:
-                    for name in {key, None}:
-                        best_of[name] = min(best_of.get(name, math.inf), reply["seconds"])
+                    improve(key, reply["seconds"])
                 results[index].update(reply)
                 ran.append(index)
             _discount_own_waits(results, ran, system)

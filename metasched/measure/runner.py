@@ -402,7 +402,6 @@ def _run_built(built: Any, job: Job, reference: Reference | None) -> dict[str, A
                 # wait, and the few slow ones, where such a wait is a small share, are what is
                 # left as quiet (the demo's 20 us pooling kernels were timed at 4-7 ms).
                 resized = True
-                first_counted = False
                 samples.clear()
                 quiet.clear()
                 attempts = 0

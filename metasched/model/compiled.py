@@ -264,7 +264,7 @@ def with_strides(func: Any, strides: tuple[tuple[int, ...], ...]) -> Any:
     """``func`` addressing its buffer parameters through ``strides`` (elements; one tuple per
     buffer parameter, empty for compact): slices of bigger arrays. Only addressing changes; a
     schedule made for compact buffers still holds."""
-    from tir.ir import Buffer, const, replace_buffers
+    from tir.ir import const, replace_buffers
 
     mapping = {}
     for buffer, given in zip(func.buffer_params, strides, strict=True):
@@ -272,15 +272,7 @@ def with_strides(func: Any, strides: tuple[tuple[int, ...], ...]) -> Any:
             continue
         if len(given) != len(buffer.shape):
             raise ValueError(f"{func.name}: {len(given)} strides for the {len(buffer.shape)}-d buffer {buffer.name}")
-        dtype = buffer.shape[0].dtype
-        mapping[buffer] = Buffer(
-            buffer.name,
-            buffer.shape,
-            buffer.dtype,
-            buffer.scope,
-            tuple(const(s, dtype) for s in given),
-            span=buffer.span,
-        )
+        mapping[buffer] = buffer.replace(strides=tuple(const(s, buffer.shape[0].dtype) for s in given))
     return replace_buffers(func, mapping)
 
 

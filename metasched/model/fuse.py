@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from metasched.model.graph import Graph, Node, lower_nodes
+from metasched.model.graph import Graph, Node, TensorInfo, lower_nodes
 from metasched.model.ops import OPS, OpError
 from metasched.model.te import FuncBuilder
 from tir.ir import PrimFunc
@@ -184,7 +184,7 @@ def _assemble_concats(graph: Graph, groups: list[Group], owner: dict[str, Group]
             group.slice_of is None
             and places[0] is not None
             and node.outputs[0] not in graph.outputs
-            and all(OPS[user.op_type].kind != "view" for user in users.get(node.outputs[0], []))
+            and not _read_by_a_view(node.outputs[0], users)
         ):
             parent, _, first = places[0]
             expected = first
@@ -201,7 +201,14 @@ def _plain_shape(shape: tuple[object, ...]) -> bool:
     return all(isinstance(extent, int) and extent > 0 for extent in shape)
 
 
-def _placeable(graph: Graph, name: str, producer: Group | None, whole: object, users: dict[str, list[Node]]) -> bool:
+def _read_by_a_view(name: str, users: dict[str, list[Node]]) -> bool:
+    """Whether a view node reads ``name`` (a reshape of a strided value is no view)."""
+    return any(OPS[user.op_type].kind == "view" for user in users.get(name, []))
+
+
+def _placeable(
+    graph: Graph, name: str, producer: Group | None, whole: TensorInfo, users: dict[str, list[Node]]
+) -> bool:
     """Whether the value ``name`` can live in a slice of a Concat's output ``whole``."""
     info = graph.infos.get(name)
     return (
@@ -214,10 +221,10 @@ def _placeable(graph: Graph, name: str, producer: Group | None, whole: object, u
         and name not in graph.outputs
         and name not in graph.inputs
         and name not in graph.constants
-        and info.dtype == whole.dtype  # type: ignore[attr-defined]
-        and len(info.shape) == len(whole.shape)  # type: ignore[attr-defined]
+        and info.dtype == whole.dtype
+        and len(info.shape) == len(whole.shape)
         and _plain_shape(info.shape)
-        and all(OPS[user.op_type].kind != "view" for user in users.get(name, []))
+        and not _read_by_a_view(name, users)
     )
 
 

@@ -44,6 +44,7 @@ For a 1024^3 matmul, the decisions ``i: [8, 1, 32, 4]``, ``j: [1, 64, 1, 1] + 16
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from metasched.space.analysis import (
@@ -259,9 +260,7 @@ class MultiLevelTiling(SketchRule):
         changed = False
         vector_var = info.spatial[-1]
         width = max(1, self.target.vector_bytes // 4)
-        reduced = 1
-        for var in info.reduce:
-            reduced *= info.extents.get(var, SHORT_REDUCTION + 1)
+        reduced = math.prod(info.extents.get(var, SHORT_REDUCTION + 1) for var in info.reduce)
         for iv in info.block.iter_vars:
             var = iv.var
             extent = info.extents.get(var)
