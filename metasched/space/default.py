@@ -191,10 +191,11 @@ def default_decisions(sketch: Trace, target: str | Target = "llvm", light: bool 
             else:
                 decisions[pos] = 1 if len(candidates) > 1 else 0
         elif inst.kind == "sample_compute_location":
-            # In place (-1): a producer computed inside the tile (a convolution's padding) is
-            # recomputed by neighbouring tiles, and the parallel primitive then refuses the
-            # tile loops (iterations would share instances): one thread for the whole kernel.
-            decisions[pos] = -1
+            # The sketch's own location (``exact_location``): under the consumers' loops only
+            # where nothing is computed twice, else in place (-1). A producer computed inside
+            # the tile (a convolution's padding) is recomputed by neighbouring tiles, and the
+            # parallel primitive then refuses the tile loops: one thread for the whole kernel.
+            decisions[pos] = inst.decision if isinstance(inst.decision, int) and inst.decision >= -1 else -1
     return decisions
 
 

@@ -361,15 +361,33 @@ def opaque_iter(A: T.Buffer((16,), "float32"), C: T.Buffer((16,), "float32")):
 @T.script
 def restricting_predicate(A: T.Buffer((16,), "float32"), C: T.Buffer((16,), "float32")):
     B = T.alloc_buffer((16,), "float32")
-    for i in range(16):
+    for i, j in T.grid(4, 4):
         with T.block("B"):
-            vi = T.remap("S", i)
-            T.where(i < 8)
+            vi = T.spatial_axis(16, i * 4 + j)
+            T.where(j < 2)
             B[vi] = A[vi]
     for i in range(16):
         with T.block("C"):
             vi = T.remap("S", i)
             C[vi] = B[vi]
+
+
+@T.script
+def partial_last_vector(A: T.Buffer((4, 10), "float32"), C: T.Buffer((4, 4), "float32")):
+    B = T.alloc_buffer((4, 4), "float32")
+    for i, k0, k1 in T.grid(4, 3, 4):
+        with T.block("B"):
+            vi = T.spatial_axis(4, i)
+            vl = T.spatial_axis(4, k1)
+            vk = T.reduce_axis(3, k0)
+            T.where(k0 * 4 + k1 < 10)
+            with T.init():
+                B[vi, vl] = 0.0
+            B[vi, vl] = B[vi, vl] + A[vi, vk * 4 + vl]
+    for i, l in T.grid(4, 4):
+        with T.block("C"):
+            vi, vl = T.remap("SS", i, l)
+            C[vi, vl] = B[vi, vl] * 2.0
 
 
 @T.script
@@ -474,6 +492,16 @@ def test_compute_at_refuses(func: PrimFunc, block: str, loop_block: str, loop_po
     with pytest.raises(ScheduleError, match=message):
         sch.compute_at(sch.get_block(block), loop)
     assert tir.structural_equal(sch.func, func)  # a refused primitive changes nothing
+
+
+def test_compute_at_keeps_a_predicate_over_its_iterators(golden) -> None:
+    """Lane partials of a row sum over 10 = 2 x 4 + 2 (``k0 * 4 + k1 < 10`` skips the last
+    vector's missing lanes): computed per row under C's loop, the gap is kept over the
+    iterators, so the missing lanes are still skipped."""
+    sch = Schedule(partial_last_vector)
+    sch.compute_at(sch.get_block("B"), _loop(sch, "C", 0))
+    check_schedule(sch, partial_last_vector, golden, "schedule/compute_at_partial_last_vector")
+    assert "T.where(ax1 * 4 + ax0 < 10)" in sch.func.script()
 
 
 def test_compute_at_refuses_a_loop_inside_the_block() -> None:

@@ -214,10 +214,10 @@ def restricting_predicate(A: T.Buffer((16,), "float32"), C: T.Buffer((16,), "flo
         with T.block("B"):
             vi = T.remap("S", i)
             B[vi] = A[vi]
-    for i in range(16):
+    for i, j in T.grid(4, 4):
         with T.block("C"):
-            vi = T.remap("S", i)
-            T.where(i % 2 == 0)
+            vi = T.spatial_axis(16, i * 4 + j)
+            T.where(j % 2 == 0)
             C[vi] = B[vi]
 
 

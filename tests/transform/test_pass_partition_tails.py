@@ -135,12 +135,12 @@ def test_a_tail_that_never_runs_goes() -> None:
     assert loop.extent.value == 3 and not _guards(cut)
 
 
-def test_in_the_pipeline_between_blocks_and_allocations() -> None:
+def test_in_the_pipeline_after_compaction_before_allocation_planning() -> None:
     from tir.transform import PASS_NAMES
 
     position = PASS_NAMES.index("partition_tails")
-    assert PASS_NAMES[position - 1] == "convert_blocks_to_loops"
-    assert PASS_NAMES[position + 1] == "compact_allocations"
+    assert PASS_NAMES[position - 1] == "compact_allocations"
+    assert PASS_NAMES[position + 1] == "plan_allocations"
 
 
 ROW_SUMS = """

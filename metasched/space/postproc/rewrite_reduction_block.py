@@ -25,13 +25,19 @@ After::
         for k0, i1, j1 in ...:
             with T.block("C"):
                 C[vi, vj] += A[vi, vk] * B[vk, vj]
+
+A row reduction's lane partials (``AddRFactor``'s "lanes" block) computed under a consumer's
+loop get their loops in iterator order from ``compute_at``: the lanes outside the reduction.
+They are put back innermost first (``reorder``), so the init is one vector and the update
+vectorizes.
 """
 
 from __future__ import annotations
 
-from metasched.space.analysis import vars_of
+from metasched.space.analysis import TILED, vars_of
 from metasched.space.postproc import Postproc
-from tir.ir import IterKind
+from metasched.space.rules.add_rfactor import LANES_STRUCTURE
+from tir.ir import For, IterKind
 from tir.schedule import Schedule, ScheduleError
 
 __all__ = ["RewriteReductionBlock"]
@@ -43,6 +49,7 @@ class RewriteReductionBlock(Postproc):
     def apply(self, sch: Schedule) -> None:
         names = [name for name, realize in sch.index.blocks.items() if realize.block.init is not None]
         for name in names:
+            _lanes_innermost(sch, name)
             realize = sch.index.blocks[name]
             loops = sch.index.loops_above(realize)
             reduce_vars: set = set()
@@ -60,3 +67,28 @@ class RewriteReductionBlock(Postproc):
                     break
                 except ScheduleError:
                     continue
+
+
+def _lanes_innermost(sch: Schedule, name: str) -> None:
+    """Swap a lane-partials block's two innermost loops when the inner one runs the reduction
+    and the outer one only the lanes."""
+    realize = sch.index.blocks[name]
+    if realize.block.annotations.get(TILED) != LANES_STRUCTURE:
+        return
+    loops = sch.index.loops_above(realize)
+    if len(loops) < 2 or loops[-2].body is not loops[-1]:
+        return
+
+    def kinds(loop: For) -> set[IterKind]:
+        return {
+            iv.kind
+            for iv, value in zip(realize.block.iter_vars, realize.iter_values)
+            if loop.loop_var in vars_of(value)
+        }
+
+    if kinds(loops[-1]) == {IterKind.REDUCE} and kinds(loops[-2]) == {IterKind.SPATIAL}:
+        handles = sch.get_loops(sch.get_block(name))
+        try:
+            sch.reorder(handles[-1], handles[-2])
+        except ScheduleError:
+            pass  # left as it is: correct, only scalar

@@ -36,6 +36,7 @@ from tir.ir import (
     Stmt,
     Var,
     post_order_visit,
+    substitute,
 )
 from tir.ir.expr import conjunction
 from tir.schedule.errors import ScheduleError
@@ -162,6 +163,40 @@ def check_domain_predicate(primitive: str, realize: BlockRealize, dom_map: dict[
                 "its instances cannot be regenerated",
                 realize.predicate,
             )
+
+
+def iterator_predicate(primitive: str, realize: BlockRealize, dom_map: dict[Var, Range]) -> PrimExpr:
+    """The part of a block's ``T.where`` that is more than domain bounds, over the block's own
+    iterators, for a primitive that regenerates its loops and keeps that part: the predicate
+    of a row reduction's lane partials, ``k_0 * 16 + k_1 < 750``, which skips the last vector's
+    two missing lanes, becomes ``vk_0 * 16 + vk_1 < 750``. A conjunct can be kept when every
+    loop it names is some iterator's whole binding (the iterator is then the loop's value in
+    every instance); others are refused as in ``check_domain_predicate``. True when the
+    predicate only bounds the domain."""
+    if is_true(realize.predicate):
+        return conjunction([])
+    analyzer = Analyzer()
+    for var, dom in dom_map.items():
+        analyzer.bind(var, dom)
+    iterator_of = {
+        value: iter_var.var
+        for iter_var, value in zip(realize.block.iter_vars, realize.iter_values)
+        if isinstance(value, Var) and iter_var.kind is not IterKind.OPAQUE
+    }
+    kept: list[PrimExpr] = []
+    for condition in conjuncts(realize.predicate):
+        if _is_domain_bound(condition, realize, analyzer):
+            continue
+        if not free_vars(condition) <= set(iterator_of):
+            raise ScheduleError(
+                primitive,
+                block_target(realize),
+                "the block's predicate (T.where) restricts more than its iterator domains, over loops that "
+                "are not its iterators' whole bindings; its instances cannot be regenerated",
+                realize.predicate,
+            )
+        kept.append(substitute(condition, {var: iterator_of[var] for var in free_vars(condition)}))
+    return conjunction(kept)
 
 
 def _is_domain_bound(condition: PrimExpr, realize: BlockRealize, analyzer: Analyzer) -> bool:

@@ -22,8 +22,9 @@ instance starts again from its init).
 
 The rules are conservative: the moved block must write (compute_at) or read
 (reverse_compute_at) its buffer at ``iterator + offset`` per dimension; reverse_compute_at
-takes one produced buffer only; a ``T.where`` must only bound iterators to their domains
-(expressed through one binding each). Coverage in reverse_compute_at is checked on the hull
+takes one produced buffer only; a ``T.where`` must bound iterators to their domains
+(expressed through one binding each) or skip instances over loops that are iterators' whole
+bindings (a partial last vector: ``k_0 * 16 + k_1 < 750``), which is kept over the iterators. Coverage in reverse_compute_at is checked on the hull
 of the producers' writes, so a producer that leaves holes inside that hull is trusted to
 leave them unread.
 
@@ -65,7 +66,8 @@ from tir.schedule.primitives._common import block_target, doc_from
 from tir.schedule.primitives._init_order_util import check_init_order
 from tir.schedule.primitives._location_util import (
     blocks_in_order,
-    check_domain_predicate,
+    is_true,
+    iterator_predicate,
     context_dom,
     detachable_nest,
     free_vars,
@@ -91,6 +93,7 @@ class _Plan:
     nest: Stmt  # the block's current loop nest, to take out
     ranges: list[IterRange]  # one per block iterator
     outer_dom: dict[Var, Range]  # the target loop and every loop around it
+    kept: PrimExpr  # the predicate's gaps over the block's iterators (``iterator_predicate``)
 
 
 def compute_at(func: PrimFunc, block_name: str, loop_var: Var, preserve_unit_loops: bool = False) -> PrimFunc:
@@ -317,7 +320,7 @@ def _plan(index: TreeIndex, block_name: str, loop_var: Var, reverse: bool) -> _P
             f"compute_at",
         )
 
-    _check_movable_block(primitive, index, realize)
+    kept = _check_movable_block(primitive, index, realize)
 
     if reverse:
         ranges = _reverse_ranges(primitive, index, realize, loop, siblings, position, under)
@@ -327,13 +330,14 @@ def _plan(index: TreeIndex, block_name: str, loop_var: Var, reverse: bool) -> _P
     outer_dom = context_dom(index, loop)
     outer_dom[loop.loop_var] = Range(loop.min, loop.extent)
     _check_extents(primitive, target, block, ranges, outer_dom)
-    plan = _Plan(realize, loop, nest, ranges, outer_dom)
+    plan = _Plan(realize, loop, nest, ranges, outer_dom, kept)
     _check_new_bindings(primitive, target, index, plan)
     return plan
 
 
-def _check_movable_block(primitive: str, index: TreeIndex, realize: BlockRealize) -> None:
-    """Idempotent, no opaque iterator, a predicate that only bounds the domain."""
+def _check_movable_block(primitive: str, index: TreeIndex, realize: BlockRealize) -> PrimExpr:
+    """Idempotent, no opaque iterator, a predicate that bounds the domain or skips instances by
+    their iterators' values; returns the latter part over the iterators (``iterator_predicate``)."""
     block = realize.block
     target = block_target(realize)
     _, reduce, opaque = iter_kinds(block)
@@ -354,7 +358,7 @@ def _check_movable_block(primitive: str, index: TreeIndex, realize: BlockRealize
             target,
             "the block reads a buffer it writes, so recomputing an instance would change the result",
         )
-    check_domain_predicate(primitive, realize, context_dom(index, realize))
+    return iterator_predicate(primitive, realize, context_dom(index, realize))
 
 
 def _forward_ranges(
@@ -809,6 +813,12 @@ def _nest_parts(plan: _Plan, preserve_unit_loops: bool) -> tuple[list[tuple[Var,
         lo, extent = (dom.min, dom.extent) if rng is None else rng
         lo = analyzer.simplify(lo)
         extent = analyzer.simplify(extent)
+        if all(isinstance(e, IntImm) for e in (lo, extent, dom.min, dom.extent)):
+            # A constant range that overshoots the domain (the consumer's last vector reads
+            # 752 of 750) is cut to it: exact loops, no clipping predicate.
+            start = max(lo.value, dom.min.value)
+            stop = min(lo.value + extent.value, dom.min.value + dom.extent.value)
+            lo, extent = const(start, lo.dtype), const(max(stop - start, 1), extent.dtype)
         bound = _extent_bound(analyzer, extent)
         # None: a loop-invariant symbolic extent (checked in _plan), swept exactly.
         exact = isinstance(extent, IntImm) or bound is None
@@ -831,6 +841,8 @@ def _nest_parts(plan: _Plan, preserve_unit_loops: bool) -> tuple[list[tuple[Var,
     for value, lo, extent, end in clips:
         if not analyzer.can_prove(lo + extent <= end):
             conditions.append(value < end)
+    if not is_true(plan.kept):
+        conditions.append(substitute(plan.kept, {iv.var: v for iv, v in zip(realize.block.iter_vars, values)}))
     simplified = [analyzer.simplify(condition) for condition in conditions]
     predicate = conjunction([c for c in simplified if not (isinstance(c, IntImm) and c.value != 0)])
     return loops, realize.replace(iter_values=tuple(values), predicate=predicate)
