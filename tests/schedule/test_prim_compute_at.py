@@ -384,9 +384,9 @@ def partial_last_vector(A: T.Buffer((4, 10), "float32"), C: T.Buffer((4, 4), "fl
             with T.init():
                 B[vi, vl] = 0.0
             B[vi, vl] = B[vi, vl] + A[vi, vk * 4 + vl]
-    for i, l in T.grid(4, 4):
+    for i, lane in T.grid(4, 4):
         with T.block("C"):
-            vi, vl = T.remap("SS", i, l)
+            vi, vl = T.remap("SS", i, lane)
             C[vi, vl] = B[vi, vl] * 2.0
 
 

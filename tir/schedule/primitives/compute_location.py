@@ -66,12 +66,12 @@ from tir.schedule.primitives._common import block_target, doc_from
 from tir.schedule.primitives._init_order_util import check_init_order
 from tir.schedule.primitives._location_util import (
     blocks_in_order,
-    is_true,
-    iterator_predicate,
     context_dom,
     detachable_nest,
     free_vars,
+    is_true,
     iter_kinds,
+    iterator_predicate,
     point_index_map,
     reads_buffer,
     region_point_indices,
