@@ -359,3 +359,80 @@ def test_light_reductions_are_depthwise_windows_not_small_stems() -> None:
     assert light_reduction(depthwise_conv)  # 9 elements per output, every load at its channel
     assert not light_reduction(stem_conv)  # 27 elements, but a loaded pixel serves 16 channels
     assert not light_reduction(dense)
+
+
+@T.script
+def softmax_rows(A: T.Buffer((48, 750), "float32"), out: T.Buffer((48, 750), "float32")):
+    M = T.alloc_buffer((48,), "float32")
+    E = T.alloc_buffer((48, 750), "float32")
+    S = T.alloc_buffer((48,), "float32")
+    for i, k in T.grid(48, 750):
+        with T.block("max"):
+            vi, vk = T.remap("SR", i, k)
+            with T.init():
+                M[vi] = T.float32(-3.4028234663852886e38)
+            M[vi] = T.max(M[vi], A[vi, vk])
+    for i, j in T.grid(48, 750):
+        with T.block("exp"):
+            vi, vj = T.remap("SS", i, j)
+            E[vi, vj] = T.exp(A[vi, vj] - M[vi])
+    for i, k in T.grid(48, 750):
+        with T.block("sum"):
+            vi, vk = T.remap("SR", i, k)
+            with T.init():
+                S[vi] = 0.0
+            S[vi] = S[vi] + E[vi, vk]
+    for i, j in T.grid(48, 750):
+        with T.block("out"):
+            vi, vj = T.remap("SS", i, j)
+            out[vi, vj] = E[vi, vj] / S[vi]
+
+
+def test_softmax_stages_are_computed_per_row() -> None:
+    """The default places the max, the exponentials and the sum (with their lane partials) at
+    the output's row loop, where nothing is computed twice: a row is read back from L1, not
+    from whole-tensor buffers (Whisper's 4 x 750 x 750 scores: 2.3 -> 1.8 ms at 1 thread); the
+    lane partials keep their lanes innermost, vectorized."""
+    from metasched.measure.builder import build_program
+    from tir.schedule.tree import TreeIndex
+
+    candidate = default_candidate(softmax_rows, TARGET)
+    assert candidate is not None
+    index = TreeIndex(candidate.func)
+    row_loop = index.loops_above(index.blocks["out"])[0]
+    for name in ("max", "max_rf", "exp", "sum", "sum_rf"):
+        assert index.loops_above(index.blocks[name])[0] is row_loop, (name, candidate.func.script())
+    assert candidate.func.script().count(f"T.vectorized({LANES})") >= 4
+    a = np.random.default_rng(0).standard_normal((48, 750)).astype(np.float32)
+    expected = np.exp(a - a.max(axis=1, keepdims=True))
+    expected /= expected.sum(axis=1, keepdims=True)
+    out = np.zeros_like(a)
+    built = build_program(candidate.func, TARGET)
+    built.module(*built.arguments([a, out]))
+    np.testing.assert_allclose(out, expected, rtol=1e-5, atol=1e-7)
+    interpreted = np.zeros_like(a)
+    interpret(candidate.func, a, interpreted)
+    np.testing.assert_allclose(interpreted, expected, rtol=1e-5, atol=1e-7)
+
+
+@T.script
+def stencil(A: T.Buffer((17,), "float32"), C: T.Buffer((16,), "float32")):
+    B = T.alloc_buffer((17,), "float32")
+    for i in range(17):
+        with T.block("B"):
+            vi = T.remap("S", i)
+            B[vi] = A[vi] * 2.0
+    for i in range(16):
+        with T.block("C"):
+            vi = T.remap("S", i)
+            C[vi] = B[vi] + B[vi + 1]
+
+
+def test_exact_location_computes_nothing_twice() -> None:
+    """A stencil's producer (a convolution's padding, in one dimension) has no exact location:
+    under the consumer's loop, neighbouring iterations would each compute B[i + 1]. A softmax's
+    row maximum has one: the exponentials' row loop (scope loops max i, k; exp i, j)."""
+    from metasched.space.rules.random_compute_location import exact_location
+
+    assert exact_location(stencil, "B") == -1
+    assert exact_location(softmax_rows, "max") == 2
