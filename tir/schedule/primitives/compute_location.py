@@ -24,9 +24,9 @@ The rules are conservative: the moved block must write (compute_at) or read
 (reverse_compute_at) its buffer at ``iterator + offset`` per dimension; reverse_compute_at
 takes one produced buffer only; a ``T.where`` must bound iterators to their domains
 (expressed through one binding each) or skip instances over loops that are iterators' whole
-bindings (a partial last vector: ``k_0 * 16 + k_1 < 750``), which is kept over the iterators. Coverage in reverse_compute_at is checked on the hull
-of the producers' writes, so a producer that leaves holes inside that hull is trusted to
-leave them unread.
+bindings (a partial last vector: ``k_0 * 16 + k_1 < 750``), which is kept over the
+iterators. Coverage in reverse_compute_at is checked on the hull of the producers' writes,
+so a producer that leaves holes inside that hull is trusted to leave them unread.
 
 Regenerated loops are named ``ax0, ax1, ...``, one per block iterator in the block's iterator
 order; a loop of extent 1 is left out unless ``preserve_unit_loops``. A spatial iterator runs
@@ -818,7 +818,8 @@ def _nest_parts(plan: _Plan, preserve_unit_loops: bool) -> tuple[list[tuple[Var,
             # 752 of 750) is cut to it: exact loops, no clipping predicate.
             start = max(lo.value, dom.min.value)
             stop = min(lo.value + extent.value, dom.min.value + dom.extent.value)
-            lo, extent = const(start, lo.dtype), const(max(stop - start, 1), extent.dtype)
+            if stop > start:
+                lo, extent = const(start, lo.dtype), const(stop - start, extent.dtype)
         bound = _extent_bound(analyzer, extent)
         # None: a loop-invariant symbolic extent (checked in _plan), swept exactly.
         exact = isinstance(extent, IntImm) or bound is None
