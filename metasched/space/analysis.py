@@ -43,6 +43,7 @@ __all__ = [
     "input_regions",
     "is_copy",
     "is_output",
+    "kinds_driven",
     "loads_of",
     "readers_of",
     "region_vars",
@@ -88,6 +89,13 @@ def readers_of(sch: Schedule, buffer: Buffer) -> list[str]:
         for name, realize in sch.index.blocks.items()
         if name != "root" and any(region.buffer is buffer for region in realize.block.reads)
     ]
+
+
+def kinds_driven(loop: For, realize: BlockRealize) -> set[IterKind]:
+    """The kinds of the block's iterators whose bindings use ``loop``'s variable."""
+    return {
+        iv.kind for iv, value in zip(realize.block.iter_vars, realize.iter_values) if loop.loop_var in vars_of(value)
+    }
 
 
 def loads_of(block: Block) -> list[BufferLoad]:

@@ -33,7 +33,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from metasched.space.analysis import PARALLEL, UNROLL, VECTORIZE, is_copy, vars_of
+from metasched.space.analysis import PARALLEL, UNROLL, VECTORIZE, is_copy, kinds_driven, vars_of
 from metasched.space.postproc import Postproc
 from tir.arith import simplify
 from tir.ir import BlockRealize, For, ForKind, IntImm, IterKind, Range, SeqStmt, Stmt, substitute
@@ -89,11 +89,7 @@ def _blocks_under(stmt: Stmt) -> list[BlockRealize]:
 def _drives_only_spatial(loop: For, realizes: list[BlockRealize]) -> bool:
     """Whether ``loop`` feeds no reduction or opaque iterator of the blocks (so its iterations
     are independent as far as the blocks' signatures say)."""
-    for realize in realizes:
-        for iv, value in zip(realize.block.iter_vars, realize.iter_values):
-            if iv.kind is not IterKind.SPATIAL and loop.loop_var in vars_of(value):
-                return False
-    return True
+    return all(kinds_driven(loop, realize) <= {IterKind.SPATIAL} for realize in realizes)
 
 
 def _writes_contiguously(loop: For, realize: BlockRealize) -> bool:

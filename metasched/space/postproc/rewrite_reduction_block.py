@@ -34,10 +34,10 @@ vectorizes.
 
 from __future__ import annotations
 
-from metasched.space.analysis import TILED, vars_of
+from metasched.space.analysis import TILED, kinds_driven, vars_of
 from metasched.space.postproc import Postproc
 from metasched.space.rules.add_rfactor import LANES_STRUCTURE
-from tir.ir import For, IterKind
+from tir.ir import IterKind
 from tir.schedule import Schedule, ScheduleError
 
 __all__ = ["RewriteReductionBlock"]
@@ -78,15 +78,7 @@ def _lanes_innermost(sch: Schedule, name: str) -> None:
     loops = sch.index.loops_above(realize)
     if len(loops) < 2 or loops[-2].body is not loops[-1]:
         return
-
-    def kinds(loop: For) -> set[IterKind]:
-        return {
-            iv.kind
-            for iv, value in zip(realize.block.iter_vars, realize.iter_values)
-            if loop.loop_var in vars_of(value)
-        }
-
-    if kinds(loops[-1]) == {IterKind.REDUCE} and kinds(loops[-2]) == {IterKind.SPATIAL}:
+    if kinds_driven(loops[-1], realize) == {IterKind.REDUCE} and kinds_driven(loops[-2], realize) == {IterKind.SPATIAL}:
         handles = sch.get_loops(sch.get_block(name))
         try:
             sch.reorder(handles[-1], handles[-2])

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import math
 
-from metasched.space.analysis import TILED, block_info, is_output, vars_of
+from metasched.space.analysis import TILED, block_info, is_output, kinds_driven, readers_of
 from metasched.space.rules import SketchRule, try_on_copy
 from metasched.space.rules.add_rfactor import LANES_STRUCTURE
 from tir.ir import BlockRealize, For, IntImm, IterKind, PrimFunc, post_order_visit
@@ -60,13 +60,8 @@ class RandomComputeLocation(SketchRule):
 
 def _readers(sch: Schedule, name: str) -> list[str]:
     """The other blocks that read what block ``name`` writes."""
-    block = sch.index.blocks[name].block
-    return [
-        other_name
-        for other_name, other in sch.index.blocks.items()
-        if other_name not in ("root", name)
-        and any(r.buffer is w.buffer for r in other.block.reads for w in block.writes)
-    ]
+    writes = sch.index.blocks[name].block.writes
+    return [r for r in dict.fromkeys(r for w in writes for r in readers_of(sch, w.buffer)) if r != name]
 
 
 def _lane_partials(sch: Schedule, name: str) -> str | None:
@@ -125,14 +120,6 @@ def _instances(index: TreeIndex, block_name: str) -> int | None:
 
 def _drives_reduction(loop: For) -> bool:
     """Whether some block under ``loop`` binds a reduction iterator to it."""
-    found = False
-
-    def visit(node: object) -> None:
-        nonlocal found
-        if isinstance(node, BlockRealize):
-            for iv, value in zip(node.block.iter_vars, node.iter_values):
-                if iv.kind is IterKind.REDUCE and loop.loop_var in vars_of(value):
-                    found = True
-
-    post_order_visit(loop.body, visit)
-    return found
+    realizes: list[BlockRealize] = []
+    post_order_visit(loop.body, lambda node: realizes.append(node) if isinstance(node, BlockRealize) else None)
+    return any(IterKind.REDUCE in kinds_driven(loop, realize) for realize in realizes)
