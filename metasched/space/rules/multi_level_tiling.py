@@ -165,6 +165,17 @@ def padded_row_extent(extent: int) -> int:
     return -(-extent // 8) * 8
 
 
+def _computed_from(sch: Schedule, prepacked: frozenset[str]) -> frozenset[str]:
+    """``prepacked`` and the buffers that blocks reading only those write (the padded copy of a
+    layout-free weight: ``split_prepack`` moves its computation before the runs with its packing)."""
+    names = set(prepacked)
+    for name, realize in sch.index.blocks.items():
+        block = realize.block
+        if name != "root" and block.reads and all(region.buffer.name in names for region in block.reads):
+            names.update(region.buffer.name for region in block.writes)
+    return frozenset(names)
+
+
 def _pixel_count(info: BlockInfo) -> int | None:
     """The number of pixels: the product of the extents of every spatial iterator but the
     vectorized (last) one; None when there are none or an extent is not constant."""
@@ -234,18 +245,20 @@ class MultiLevelTiling(SketchRule):
         info = block_info(sch, block)
         if not self.fits(info):
             return [sch]
-        results = self._sketches(sch, block, info)
         try:
             prepacked = frozenset(layout_free_names(sch.func))
         except ValueError:
             prepacked = frozenset()  # a malformed attribute: the build names it
+        results = self._sketches(sch, block, info, prepacked)
         padding = self.padding(info, prepacked)
         if padding is not None:
             padded = try_on_copy(sch, lambda s: s.pad_einsum(block, padding))
             if padded is not None:
                 padded_info = block_info(padded, block)
                 if self.fits(padded_info):
-                    results += [s for s in self._sketches(padded, block, padded_info) if s is not padded]
+                    padded_prepacked = _computed_from(padded, prepacked)
+                    sketches = self._sketches(padded, block, padded_info, padded_prepacked)
+                    results += [s for s in sketches if s is not padded]
         return results or [sch]
 
     def padding(self, info: BlockInfo, prepacked: frozenset[str] = frozenset()) -> list[int] | None:
@@ -289,10 +302,13 @@ class MultiLevelTiling(SketchRule):
                 return False
         return True
 
-    def _sketches(self, sch: Schedule, block: BlockRV, info: BlockInfo) -> list[Schedule]:
+    def _sketches(
+        self, sch: Schedule, block: BlockRV, info: BlockInfo, prepacked: frozenset[str] = frozenset()
+    ) -> list[Schedule]:
         packs: list[tuple[PackChoice, int | None] | None] = [None]
         if self.pack:
-            packs += [(choice, at) for choice in self.pack_choices(info) for at in (None, *self.pack_levels)]
+            choices = self.pack_choices(info, prepacked)
+            packs += [(choice, at) for choice in choices for at in (None, *self.pack_levels)]
         fuse_consumer = self._fusible_consumer(sch, info)
         levels = (None, *self.write_levels, *((EPILOGUE_AT_REGISTERS,) if fuse_consumer else ()))
         results = []
@@ -317,11 +333,12 @@ class MultiLevelTiling(SketchRule):
 
     # ---------------------------------------------------------------- choices
 
-    def pack_choices(self, info: BlockInfo) -> list[PackChoice]:
+    def pack_choices(self, info: BlockInfo, prepacked: frozenset[str] = frozenset()) -> list[PackChoice]:
         """Operands worth packing into panels: indexed by the vectorized (last spatial) iterator
         in exactly one dimension, by that iterator alone, and by a reduction iterator elsewhere
-        (so consecutive steps of the reduction jump a whole row), and reused across another
-        spatial iterator (the weights, not the data, of a depthwise convolution)."""
+        (so consecutive steps of the reduction jump a whole row), and either reused across another
+        spatial iterator of extent > 1 (the weights, not the data, of a depthwise convolution) or
+        layout-free (``prepacked``: packed once, before the runs; a dense layer's weights at batch 1)."""
         vector_var = info.spatial[-1]
         extent = info.extents.get(vector_var)
         choices = []
@@ -342,8 +359,12 @@ class MultiLevelTiling(SketchRule):
             others = vars_of(tuple(e for d, e in enumerate(indices) if d != dims[0]))
             if not any(var in others for var in info.reduce):
                 continue
-            if set(info.spatial) <= vars_of(indices):
-                continue  # read once per output (depthwise input): nothing reused to pack for
+            varying = {var for var in info.spatial if info.extents.get(var, 2) != 1}
+            if buffer.name not in prepacked and varying <= vars_of(indices):
+                # Read once per output (a depthwise input, a pool's input beside unit output
+                # dimensions): nothing reused to pack for, and the copy costs more than the block
+                # (a global average pool over 60 x 60 x 144: 0.23 ms packed, 0.04 ms in place).
+                continue
             width = max(1, self.target.vector_bytes // max(1, buffer.dtype.bits // 8))
             shape = buffer.shape[dims[0]]
             if extent is None or not isinstance(shape, IntImm) or extent % width or shape.value % width:
