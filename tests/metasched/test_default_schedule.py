@@ -237,7 +237,6 @@ def test_a_convolution_pads_its_awkward_channels_but_a_pool_reading_each_input_o
     np.testing.assert_allclose(y.reshape(1000), x.sum(axis=(0, 1, 2)), rtol=1e-4, atol=1e-4)
 
 
-
 @T.script
 def average_pool_144(X: T.Buffer((1, 12, 12, 144), "float32"), Y: T.Buffer((1, 1, 1, 144), "float32")):
     for n, a, b, c, rh, rw in T.grid(1, 1, 1, 144, 12, 12):
@@ -273,6 +272,7 @@ def test_an_operand_read_once_per_output_is_packed_only_when_layout_free() -> No
     interpret(candidate.func, x, y)
     np.testing.assert_allclose(y.reshape(144), x.sum(axis=(0, 1, 2)), rtol=1e-4, atol=1e-4)
     assert any(_is_packed(s) for s in SpaceGenerator().generate(dense_batch_1, TARGET))
+
 
 @T.script
 def row_sums(A: T.Buffer((6, 750), "float32"), S: T.Buffer((6,), "float32")):
