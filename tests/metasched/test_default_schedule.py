@@ -473,3 +473,49 @@ def test_exact_location_computes_nothing_twice() -> None:
 
     assert exact_location(stencil, "B") == -1
     assert exact_location(softmax_rows, "max") == 2
+
+
+def _conv1x1(pixels: int, cin: int, cout: int):  # type: ignore[no-untyped-def]
+    @T.script
+    def conv(
+        X: T.Buffer((1, pixels, pixels, cin), "float32"),
+        W: T.Buffer((cin, cout), "float32"),
+        Y: T.Buffer((1, pixels, pixels, cout), "float32"),
+    ):
+        T.func_attr({"layout_free_buffers": ["W"]})
+        for n, h, w, c, k in T.grid(1, pixels, pixels, cout, cin):
+            with T.block("conv"):
+                vn, vh, vw, vc, vk = T.remap("SSSSR", n, h, w, c, k)
+                with T.init():
+                    Y[vn, vh, vw, vc] = 0.0
+                Y[vn, vh, vw, vc] += X[vn, vh, vw, vk] * W[vk, vc]
+
+    return conv
+
+
+def _outermost_drives_channels(sch) -> bool:  # type: ignore[no-untyped-def]
+    realize = sch.index.blocks["conv"]
+    outermost = sch.get(sch.get_loops(sch.get_block("conv"))[0])
+    channel_binding = realize.iter_values[3]
+    from metasched.space.analysis import vars_of
+
+    return outermost.loop_var in vars_of(channel_binding)
+
+
+def test_the_largest_input_decides_the_outer_tile_order() -> None:
+    """Weights four times the size of the pixels (EfficientNet's last 1 x 1 convolutions):
+    the channel tiles are outermost, so each weight panel is loaded once and the pixels swept
+    under it (and two threads each read half of the weights). Pixels larger than the weights
+    (a first layer): the pixel tiles stay outermost."""
+    heavy = SpaceGenerator().generate_schedules(_conv1x1(4, 256, 128), TARGET)
+    assert heavy and all(_outermost_drives_channels(s) for s in heavy if "conv" in s.index.blocks)
+    light = SpaceGenerator().generate_schedules(_conv1x1(32, 16, 32), TARGET)
+    assert light and not any(_outermost_drives_channels(s) for s in light if "conv" in s.index.blocks)
+    candidate = default_candidate(_conv1x1(4, 256, 128), TARGET)
+    assert candidate is not None
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((1, 4, 4, 256), dtype=np.float32)
+    w = rng.standard_normal((256, 128), dtype=np.float32)
+    y = np.zeros((1, 4, 4, 128), np.float32)
+    interpret(candidate.func, x, w, y)
+    np.testing.assert_allclose(y[0], x[0] @ w, rtol=1e-4, atol=1e-3)
