@@ -8,7 +8,8 @@ normalization) start a group; opaque nodes (Concat, Split) are a group of their 
 (Reshape, Flatten, Squeeze, Unsqueeze, Identity, Dropout) run no kernel at all: their output
 is the input's memory under another shape. Then a group of injective nodes that holds every
 consumer of a kernel group's one output absorbs that group (SiLU, GELU: an activation reading
-the convolution's output twice is its epilogue). Last, Concats whose inputs can be written in
+the convolution's output twice is its epilogue). A Softmax over the last axis of a matmul's
+result joins the matmul's group like an injective node (``_softmax_of_scores``). Last, Concats whose inputs can be written in
 place, into slices of the output, run no kernel (``_assemble_concats``: the groups are
 ``"assembled"``, the values' places are ``Group.slice_of``).
 """
@@ -53,7 +54,7 @@ def partition(graph: Graph) -> list[Group]:
     for index, node in enumerate(graph.nodes):
         kind = OPS[node.op_type].kind
         target: Group | None = None
-        if kind == "injective":
+        if kind == "injective" or _softmax_of_scores(graph, node, owner):
             for name in node.inputs:
                 group = owner.get(name)
                 if (
@@ -89,6 +90,27 @@ def partition(graph: Graph) -> list[Group]:
         ops = "_".join(dict.fromkeys(t.lower() for t in group.op_types))
         group.name = f"g{k}_{ops}"[:48]
     return groups
+
+
+#: The complex nodes a last-axis Softmax joins (attention's scores).
+SCORES = ("MatMul", "Gemm")
+
+
+def _softmax_of_scores(graph: Graph, node: Node, owner: dict[str, Group]) -> bool:
+    """Whether ``node`` is a Softmax over the last axis of a value a matmul's group produces:
+    it then joins that group (when the value has no other consumer) as an injective node would,
+    so that the scores (Whisper's 4 x 750 x 750 per layer) are normalized per row tile while the
+    tile is in cache instead of written out whole and read back (the tiling's ``+rows``
+    sketches)."""
+    if node.op_type != "Softmax" or not node.inputs:
+        return False
+    info = graph.infos.get(node.inputs[0])
+    group = owner.get(node.inputs[0])
+    if info is None or group is None or not any(n.op_type in SCORES for n in group.nodes):
+        return False
+    rank = len(info.shape)
+    axis = int(node.attrs.get("axis", -1 if graph.opset >= 13 else 1))
+    return rank >= 2 and axis % rank == rank - 1
 
 
 def _merge_diamonds(

@@ -34,6 +34,7 @@ from metasched.space.rules.add_rfactor import LANES_STRUCTURE
 from metasched.space.rules.multi_level_tiling import (
     AWKWARD_SUFFIX,
     EPILOGUE_AT_REGISTERS_STRUCTURE,
+    ROWS_SUFFIX,
     TAIL_SUFFIX,
     MultiLevelTiling,
 )
@@ -149,12 +150,19 @@ def default_decisions(sketch: Trace, target: str | Target = "llvm", light: bool 
         # chunks (a GPT-2 LM head: 4 row tiles made 616 MB of a 154 MB weight's reads).
         vector_last = spatial[-1][0] if spatial else None
         streamed = _run_streamed_bytes(sketch, run) > STREAMED_BYTES
+        # A ``ROWS_SUFFIX`` sketch (its vector loop's outer tile is fixed whole: 3 samples, not
+        # 4): every row tile is an outer tile, so that the stages run per tile (a softmax) find
+        # the tile's rows in cache (Whisper: 6 rows x 768 scores, 18 KiB).
+        whole_rows = tail_rows == 1 and bool(spatial) and spatial[-1][1].kwargs["n"] == 3
         vector_outer = 1
         for pos, inst in sorted(spatial, key=lambda item: item[0] != vector_last):
             n = inst.kwargs["n"]
             extent = extents[pos]
             inner = register_tile.get(pos, 1)
             rest = extent // inner
+            if whole_rows:
+                decisions[pos] = [rest, 1, inner] if pos == vector_last else [rest] + [1] * (n - 2) + [inner]
+                continue
             limit = budget
             if streamed and pos != vector_last:
                 limit = min(budget, max(1, -(-_ENOUGH_CHUNKS // vector_outer)))
@@ -379,18 +387,19 @@ def _preference(sketch: Trace, light: bool = False) -> tuple[int, ...]:
     in the innermost loop and stop vectorization) -- except before a light reduction
     (``LIGHT_REDUCTION``: a depthwise convolution's 3x3 window, where the stage cost as much as
     the convolution: 0.20 against 0.07 ms for MobileNet v3's 112x112x64 stride-2 one; ``light``
-    says so), then row reductions in vector lanes
-    (``AddRFactor``: scalar code otherwise), then operand packing (the register tile
-    reads one contiguous panel slice per reduction step instead of a row of a wide matrix:
-    dense 128x3072x768 at 1 thread on a 2-core Zen 1, 15.0 ms packed against 30 ms plain),
-    then padding where the tiling rule padded an awkward extent (its unpadded sketches tile
-    it badly: 29 scalar columns for 50257), then the epilogue fused into the tile, at the
-    register tile (reductions whole) rather than per cache tile (the tile is stored once,
-    finished, instead of stored and read back) -- except for a streamed operand
-    (``STREAMED_BYTES``), whose reduction is sliced; a register tile that leaves a partial
-    last tile (its size is the tuner's to find) last -- except over a pixel count no perfect
-    register tile fits (``awkward_pixels``), where the tail sketch comes before all but the
-    padding and lanes rules."""
+    says so), then row reductions in vector lanes (``AddRFactor``: scalar code otherwise), then
+    a tile of whole rows that runs the later stages per tile (``ROWS_SUFFIX``: Whisper's scores
+    and softmax, 4 x 750 x 750 at 1 thread, 4.0 ms against 5.0 ms with the scores written out
+    whole), then operand packing (the register tile reads one contiguous panel slice per
+    reduction step instead of a row of a wide matrix: dense 128x3072x768 at 1 thread on a
+    2-core Zen 1, 15.0 ms packed against 30 ms plain), then padding where the tiling rule
+    padded an awkward extent (its unpadded sketches tile it badly: 29 scalar columns for
+    50257), then the epilogue fused into the tile, at the register tile (reductions whole)
+    rather than per cache tile (the tile is stored once, finished, instead of stored and read
+    back) -- except for a streamed operand (``STREAMED_BYTES``), whose reduction is sliced; a
+    register tile that leaves a partial last tile (its size is the tuner's to find) last --
+    except over a pixel count no perfect register tile fits (``awkward_pixels``), where the
+    tail sketch comes before all but the padding and lanes rules."""
     kinds = {inst.kind for inst in sketch.instructions}
     structures = [
         str(inst.kwargs.get("ann_val"))
@@ -401,6 +410,7 @@ def _preference(sketch: Trace, light: bool = False) -> tuple[int, ...]:
     return (
         ("compute_inline" in kinds) != light,
         -structures.count(LANES_STRUCTURE),
+        not any(structure.endswith(ROWS_SUFFIX) for structure in structures),
         not any(AWKWARD_SUFFIX in structure for structure in structures),
         "transform_layout" not in kinds,
         "pad_einsum" not in kinds,

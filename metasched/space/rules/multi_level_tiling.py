@@ -30,7 +30,13 @@ each:
   loop, under the register tile (rows x panels x lanes). The copy is made once at the root,
   its loops in the packed buffer's order; ``pack_levels=(2,)`` adds packing per tile (``compute_at`` at tile level 2: each tile packs the panels it reads). That
   option is off by default: ``parallel`` refuses a loop whose iterations repack the same panels
-  into the (iteration-local) packed buffer, so such candidates run on one core.
+  into the (iteration-local) packed buffer, so such candidates run on one core;
+- whole rows (``ROWS_SUFFIX``), when the later stages of the program follow from the block and
+  one reduces its rows (a softmax after attention's scores, ``_row_stages``): the vectorized
+  iterator's outer tile is fixed to 1, so an outer tile holds whole rows, and every later
+  stage is computed there (``reverse_compute_at`` at the innermost outer tile loop, in program
+  order). The scores are normalized while the tile's rows are in cache, never written out
+  whole and read back (Whisper's 4 x 750 x 750 per layer: 9 MB each way).
 
 Awkward extents are padded (``pad_einsum``) in sketches of their own, which default schedules
 prefer: a vectorized extent that the panel width does not divide (a vocabulary of 50257, 72 or
@@ -54,6 +60,7 @@ from metasched.space.analysis import (
     TILED,
     BlockInfo,
     block_info,
+    blocks_post_order,
     input_regions,
     is_output,
     loads_of,
@@ -62,7 +69,7 @@ from metasched.space.analysis import (
     vars_of,
 )
 from metasched.space.rules import SketchRule, try_on_copy
-from tir.ir import IntImm, Var
+from tir.ir import IntImm, IterKind, Var
 from tir.schedule import Schedule, ScheduleError
 from tir.schedule.handles import BlockRV, LoopRV
 from tir.target import Target
@@ -74,6 +81,7 @@ __all__ = [
     "TAIL_FACTORS",
     "TAIL_MAX_PIXELS",
     "AWKWARD_SUFFIX",
+    "ROWS_SUFFIX",
     "TAIL_SUFFIX",
     "awkward_pixels",
     "MultiLevelTiling",
@@ -107,6 +115,10 @@ TAIL_SUFFIX = "+tail"
 #: Marks (before ``TAIL_SUFFIX``) a tail sketch of a pixel count no perfect register tile fits
 #: (``awkward_pixels``): preferred by default schedules.
 AWKWARD_SUFFIX = "+awkward"
+#: Appended to the structure of a sketch whose outer tile computes whole rows (the vectorized
+#: iterator untiled at S0) and runs every later stage of the program per tile: a row
+#: reduction's input (attention's scores before their softmax) is then never written out whole.
+ROWS_SUFFIX = "+rows"
 #: Pixel counts a register tile may take when they do not divide the pixels (hand-written
 #: kernels use 3 or 6 rows of 8-lane accumulators: 12 of the 16 vector registers).
 TAIL_FACTORS = (3, 4, 5, 6, 8)
@@ -343,6 +355,11 @@ class MultiLevelTiling(SketchRule):
                 )
                 if tiled is not None:
                     results.append(tiled)
+        if self._row_stages(sch, info):
+            for pack in packs:
+                tiled = try_on_copy(sch, lambda s, pack=pack: self._tile(s, block, info, pack, None, False, rows=True))
+                if tiled is not None:
+                    results.append(tiled)
         pixels = _pixel_count(info)
         if (self.tails or (self.awkward_tails and awkward_pixels(pixels))) and tail_factors(pixels):
             # Last, so that default schedules (which keep the first of equally preferred
@@ -404,6 +421,34 @@ class MultiLevelTiling(SketchRule):
             return set()
         return {var for var in info.spatial[:-1] if all(var in u for u in used)}
 
+    @staticmethod
+    def _row_stages(sch: Schedule, info: BlockInfo) -> list[str]:
+        """The blocks after this one, in program order, when each of them reads what an earlier
+        one of them (or this block) writes and nothing else computed in the program, one of them
+        reduces such a result along its last dimension, and this block's result is not a parameter: the stages a ``ROWS_SUFFIX`` sketch runs per tile (a softmax after
+        attention's scores). Empty otherwise."""
+        if info.reduce == () or is_output(sch.func, info.block.writes[0].buffer):
+            return []
+        order = list(reversed(blocks_post_order(sch.func)))
+        position = order.index(info.name)
+        later = order[position + 1 :]
+        earlier = {id(r.buffer) for name in order[:position] for r in sch.index.blocks[name].block.writes}
+        produced = {id(info.block.writes[0].buffer)}
+        row_reduction = False
+        for name in later:
+            block = sch.index.blocks[name].block
+            reads = {id(region.buffer) for region in block.reads}
+            if not reads & produced or reads & (earlier - produced):
+                return []  # a stage that does not follow from this block, or reads an earlier result
+            # A reduction along the rows of this block's result or of a stage's (a softmax's
+            # maximum of the scores, or of their unpadded copy).
+            reduced = {iv.var for iv in block.iter_vars if iv.kind is IterKind.REDUCE}
+            row_reduction = row_reduction or any(
+                id(load.buffer) in produced and vars_of(load.indices[-1]) & reduced for load in loads_of(block)
+            )
+            produced.update(id(region.buffer) for region in block.writes)
+        return later if row_reduction else []
+
     def _fusible_consumer(self, sch: Schedule, info: BlockInfo) -> bool:
         """Whether the block's result feeds exactly one injective block (an epilogue to compute
         per tile) and nothing outside the program."""
@@ -454,8 +499,12 @@ class MultiLevelTiling(SketchRule):
         level: int | None,
         fuse_consumer: bool,
         tail: bool = False,
+        rows: bool = False,
     ) -> None:
         assert info.loops is not None
+        later = self._row_stages(sch, info) if rows else []
+        if rows and not later:
+            raise ValueError("no row stages after the block")
         pack, pack_level = packing if packing is not None else (None, None)
         nest = sch.index.loops_above(info.realize)
         handles = sch.get_loops(block)
@@ -483,15 +532,16 @@ class MultiLevelTiling(SketchRule):
                 # under the register tile walks one panel (the innermost loop of all).
                 outer, lanes = sch.split(loop, [None, pack.width])
                 sizes = sch.sample_perfect_tile(
-                    outer, n=4, max_innermost_factor=max(1, self.max_innermost_factor // pack.width)
+                    outer, n=3 if rows else 4, max_innermost_factor=max(1, self.max_innermost_factor // pack.width)
                 )
-                spatial_tiles.append([*sch.split(outer, sizes), lanes])
+                spatial_tiles.append([*sch.split(outer, [1, *sizes] if rows else sizes), lanes])
             else:
                 # A batch iterator (every operand reads a different slice per value: the heads
                 # of attention's batched matmuls) has no reuse to gain in the register tile.
                 innermost = 1 if var in batch_vars else self.max_innermost_factor
-                sizes = sch.sample_perfect_tile(loop, n=4, max_innermost_factor=innermost)
-                spatial_tiles.append(sch.split(loop, sizes))
+                whole_rows = rows and var is info.spatial[-1]  # each outer tile holds whole rows
+                sizes = sch.sample_perfect_tile(loop, n=3 if whole_rows else 4, max_innermost_factor=innermost)
+                spatial_tiles.append(sch.split(loop, [1, *sizes] if whole_rows else sizes))
         at_registers = level == EPILOGUE_AT_REGISTERS
         if at_registers and not fuse_consumer:
             raise ValueError("an epilogue at the register tile needs a fusible consumer")
@@ -520,7 +570,10 @@ class MultiLevelTiling(SketchRule):
         sch.reorder(*order)
         structure = EPILOGUE_AT_REGISTERS_STRUCTURE if at_registers else self.structure
         suffix = (AWKWARD_SUFFIX if awkward_pixels(_pixel_count(info)) else "") + TAIL_SUFFIX if tail else ""
-        sch.annotate(block, TILED, structure + suffix)
+        sch.annotate(block, TILED, structure + suffix + (ROWS_SUFFIX if rows else ""))
+        for name in later:
+            # In program order: each stage's producers are at the tile already.
+            sch.reverse_compute_at(sch.get_block(name), levels[0][-1])
         if level is not None:
             anchor = levels[level - 1][-1]  # the innermost loop of that level
             if fuse_consumer:

@@ -143,3 +143,36 @@ def test_identical_gates_with_other_node_names_are_one_task() -> None:
     model = make_model(nodes, {"x": r(1, 8, 12, 12)}, ["y"], inits)
     gates = [task for task in msm.extract_tasks(msm.from_onnx(model)) if "sigmoid" in task.name]
     assert [task.weight for task in gates] == [2], [(task.name, task.weight) for task in gates]
+
+
+def _scores_softmax(axis: int, mask: bool = False):  # type: ignore[no-untyped-def]
+    nodes = [helper.make_node("MatMul", ["q", "k"], ["s"])]
+    if mask:
+        nodes.append(helper.make_node("Add", ["s", "m"], ["sm"]))
+    nodes.append(helper.make_node("Softmax", ["sm" if mask else "s"], ["y"], axis=axis))
+    inputs = {"q": r(1, 2, 30, 16), "k": r(1, 2, 16, 37)}
+    return make_model(nodes, inputs, ["y"], {"m": r(1, 1, 1, 37)} if mask else {}), inputs
+
+
+@pytest.mark.parametrize("mask", [False, True], ids=["scores", "masked"])
+def test_a_softmax_over_the_last_axis_joins_the_scores_matmul(mask: bool) -> None:
+    """Attention's scores are normalized per row tile in the matmul's kernel (the tiling's
+    ``+rows`` sketch), not written out whole and read back by a softmax kernel."""
+    model, inputs = _scores_softmax(-1, mask)
+    assert _kernels(model) == [["MatMul", *(["Add"] if mask else []), "Softmax"]]
+    from metasched.space.default import default_candidate
+    from metasched.space.rules.multi_level_tiling import ROWS_SUFFIX
+
+    (task,) = msm.extract_tasks(msm.from_onnx(model), "llvm")
+    candidate = default_candidate(task.func, "llvm")
+    assert candidate is not None
+    assert any(str(inst.kwargs.get("ann_val", "")).endswith(ROWS_SUFFIX) for inst in candidate.trace.instructions)
+    want = ort_run(model, inputs)["y"]
+    for threads in (1, 2):
+        assert_close(msm.compile(msm.from_onnx(model), threads=threads).run(inputs)["y"], want, name="y")
+
+
+def test_a_softmax_over_another_axis_stays_a_kernel_of_its_own() -> None:
+    model, inputs = _scores_softmax(2)
+    assert _kernels(model) == [["MatMul"], ["Softmax"]]
+    assert_close(msm.compile(msm.from_onnx(model), threads=1).run(inputs)["y"], ort_run(model, inputs)["y"], name="y")

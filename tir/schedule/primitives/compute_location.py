@@ -606,10 +606,6 @@ def _reverse_ranges(
                 f"producer block {producer.block.name!r} is not under the loop {loop.loop_var.name}",
             )
     produced = [buffer for buffer in read_buffers if any(writes_buffer(p.block, buffer) for p in producers)]
-    if len(produced) != 1:
-        names = [buffer.name for buffer in produced]
-        raise ScheduleError(primitive, target, f"the block reads more than one buffer produced in its scope: {names}")
-    buffer = produced[0]
     # Blocks that now run after the moved block must not touch what it writes.
     outputs = [region.buffer for region in block.writes]
     between = [siblings[k] for k in under] + siblings[under[-1] + 1 : position]
@@ -622,7 +618,42 @@ def _reverse_ranges(
                     f"block {other.block.name!r} accesses buffer {output.name}, which the block writes, "
                     "and would run after it once moved",
                 )
+    # Several produced buffers (a softmax's exponentials read the scores and the row maxima):
+    # each gives the instances its iteration's writes feed; they must agree on every iterator
+    # both constrain (else some instance would run before one of its inputs is written).
+    merged: list[IterRange] = [None] * len(block.iter_vars)
+    agree = Analyzer()
+    for var, dom in context_dom(index, loop).items():
+        agree.bind(var, dom)
+    for buffer in produced:
+        ranges = _ranges_for(primitive, index, realize, loop, producers, buffer, target)
+        for k, rng in enumerate(ranges):
+            if rng is None:
+                continue
+            if merged[k] is None:
+                merged[k] = rng
+            elif not all(agree.can_prove_equal(a, b) for a, b in zip(merged[k], rng, strict=True)):
+                raise ScheduleError(
+                    primitive,
+                    target,
+                    f"the buffers it reads ({', '.join(b.name for b in produced)}) are written under the "
+                    f"loop {loop.loop_var.name} for different instances of {block.iter_vars[k].var.name}",
+                )
+    return merged
 
+
+def _ranges_for(
+    primitive: str,
+    index: TreeIndex,
+    realize: BlockRealize,
+    loop: For,
+    producers: list[BlockRealize],
+    buffer: Buffer,
+    target: str,
+) -> list[IterRange]:
+    """The block's instances (a range per iterator, None: unconstrained) that read what one
+    iteration of ``loop`` writes of ``buffer``."""
+    block = realize.block
     accesses = [access for access in block.reads if access.buffer is buffer]
     if len(accesses) != 1:
         raise ScheduleError(primitive, target, f"the block reads {buffer.name} through {len(accesses)} regions")
@@ -645,16 +676,6 @@ def _reverse_ranges(
             complex_vars.add(entry.var)
             continue
         offsets.setdefault(entry.var, (entry.dim, entry.offset, width))
-    for var in spatial:
-        if var not in offsets and var in complex_vars:
-            raise ScheduleError(
-                primitive,
-                target,
-                f"the iterator {var.name} appears in the read region of {buffer.name} only in a form that "
-                "cannot be inverted",
-                access,
-            )
-
     written = _produced_region(index, loop, producers, buffer, over_loop=False)
     whole = _produced_region(index, loop, producers, buffer, over_loop=True)
     # Every element the block reads (its iterators sweeping their bindings, within their
@@ -663,6 +684,23 @@ def _reverse_ranges(
     coverage = Analyzer()
     for var, dom in context_dom(index, loop).items():
         coverage.bind(var, dom)
+    for var in spatial:
+        if var not in offsets and var in complex_vars:
+            # Unconstrained is still exact when every dimension it indexes is written whole by
+            # each iteration (a row reduction's lane partials, ``j0 * 16 + j1``, after a tile
+            # of whole rows).
+            dims = [d for d, index_min in enumerate(mins) if var in free_vars(index_min)]
+            if not all(
+                coverage.can_prove_equal(written[d].min, 0) and coverage.can_prove_equal(written[d].extent, extent)
+                for d, extent in ((d, buffer.shape[d]) for d in dims)
+            ):
+                raise ScheduleError(
+                    primitive,
+                    target,
+                    f"the iterator {var.name} appears in the read region of {buffer.name} only in a form that "
+                    "cannot be inverted",
+                    access,
+                )
     _check_whole_reduction(primitive, target, loop, block, access, written, whole, coverage)
     ranges: list[IterRange] = []
     for iter_var, binding in zip(block.iter_vars, realize.iter_values):
