@@ -425,7 +425,8 @@ class MultiLevelTiling(SketchRule):
     def _row_stages(sch: Schedule, info: BlockInfo) -> list[str]:
         """The blocks after this one, in program order, when each of them reads what an earlier
         one of them (or this block) writes and nothing else computed in the program, one of them
-        reduces such a result along its last dimension, and this block's result is not a parameter: the stages a ``ROWS_SUFFIX`` sketch runs per tile (a softmax after
+        reduces such a result along its last dimension, and this block's result is not a
+        parameter: the stages a ``ROWS_SUFFIX`` sketch runs per tile (a softmax after
         attention's scores). Empty otherwise."""
         if info.reduce == () or is_output(sch.func, info.block.writes[0].buffer):
             return []
