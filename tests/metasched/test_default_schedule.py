@@ -475,7 +475,7 @@ def test_exact_location_computes_nothing_twice() -> None:
     assert exact_location(softmax_rows, "max") == 2
 
 
-def _conv1x1(pixels: int, cin: int, cout: int):  # type: ignore[no-untyped-def]
+def _pointwise_conv(pixels: int, cin: int, cout: int):  # type: ignore[no-untyped-def]
     @T.script
     def conv(
         X: T.Buffer((1, pixels, pixels, cin), "float32"),
@@ -507,11 +507,11 @@ def test_the_largest_input_decides_the_outer_tile_order() -> None:
     the channel tiles are outermost, so each weight panel is loaded once and the pixels swept
     under it (and two threads each read half of the weights). Pixels larger than the weights
     (a first layer): the pixel tiles stay outermost."""
-    heavy = SpaceGenerator().generate_schedules(_conv1x1(4, 256, 128), TARGET)
+    heavy = SpaceGenerator().generate_schedules(_pointwise_conv(4, 256, 128), TARGET)
     assert heavy and all(_outermost_drives_channels(s) for s in heavy if "conv" in s.index.blocks)
-    light = SpaceGenerator().generate_schedules(_conv1x1(32, 16, 32), TARGET)
+    light = SpaceGenerator().generate_schedules(_pointwise_conv(32, 16, 32), TARGET)
     assert light and not any(_outermost_drives_channels(s) for s in light if "conv" in s.index.blocks)
-    candidate = default_candidate(_conv1x1(4, 256, 128), TARGET)
+    candidate = default_candidate(_pointwise_conv(4, 256, 128), TARGET)
     assert candidate is not None
     rng = np.random.default_rng(0)
     x = rng.standard_normal((1, 4, 4, 256), dtype=np.float32)
