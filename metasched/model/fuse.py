@@ -9,9 +9,10 @@ normalization) start a group; opaque nodes (Concat, Split) are a group of their 
 is the input's memory under another shape. Then a group of injective nodes that holds every
 consumer of a kernel group's one output absorbs that group (SiLU, GELU: an activation reading
 the convolution's output twice is its epilogue). A Softmax over the last axis of a matmul's
-result joins the matmul's group like an injective node (``_softmax_of_scores``). Last, Concats whose inputs can be written in
-place, into slices of the output, run no kernel (``_assemble_concats``: the groups are
-``"assembled"``, the values' places are ``Group.slice_of``).
+result joins the matmul's group like an injective node (``_softmax_of_scores``). Last,
+Concats whose inputs can be written in place, into slices of the output, run no kernel
+(``_assemble_concats``: the groups are ``"assembled"``, the values' places are
+``Group.slice_of``).
 """
 
 from __future__ import annotations

@@ -19,19 +19,42 @@ LANES = _vector_lanes(TARGET)
 ACCUMULATORS = 24 if LANES >= 16 else 12
 
 
-@T.script
-def dense(
-    X: T.Buffer((64, 96), "float32"),
-    W: T.Buffer((96, 384), "float32"),
-    Y: T.Buffer((64, 384), "float32"),
-):
-    T.func_attr({"layout_free_buffers": ["W"]})
-    for i, j, k in T.grid(64, 384, 96):
-        with T.block("matmul"):
-            vi, vj, vk = T.remap("SSR", i, j, k)
-            with T.init():
-                Y[vi, vj] = 0.0
-            Y[vi, vj] += X[vi, vk] * W[vk, vj]
+def _dense(rows: int, depth: int, cols: int):  # type: ignore[no-untyped-def]
+    """Y = X @ W, W layout-free (a dense layer's weights)."""
+
+    @T.script
+    def matmul(
+        X: T.Buffer((rows, depth), "float32"),
+        W: T.Buffer((depth, cols), "float32"),
+        Y: T.Buffer((rows, cols), "float32"),
+    ):
+        T.func_attr({"layout_free_buffers": ["W"]})
+        for i, j, k in T.grid(rows, cols, depth):
+            with T.block("matmul"):
+                vi, vj, vk = T.remap("SSR", i, j, k)
+                with T.init():
+                    Y[vi, vj] = 0.0
+                Y[vi, vj] += X[vi, vk] * W[vk, vj]
+
+    return matmul
+
+
+def _average_pool(pixels: int, channels: int):  # type: ignore[no-untyped-def]
+    """A global average pool's sum, NHWC, its output 1 x 1 x 1 x channels."""
+
+    @T.script
+    def pool(X: T.Buffer((1, pixels, pixels, channels), "float32"), Y: T.Buffer((1, 1, 1, channels), "float32")):
+        for n, a, b, c, rh, rw in T.grid(1, 1, 1, channels, pixels, pixels):
+            with T.block("pool"):
+                vn, va, vb, vc, vrh, vrw = T.remap("SSSSRR", n, a, b, c, rh, rw)
+                with T.init():
+                    Y[vn, va, vb, vc] = 0.0
+                Y[vn, va, vb, vc] += X[vn, vrh, vrw, vc]
+
+    return pool
+
+
+dense = _dense(64, 96, 384)
 
 
 def _tile_decisions(sketch):  # type: ignore[no-untyped-def]
@@ -97,19 +120,7 @@ def test_default_schedule_prefers_packing_and_computes_the_product() -> None:
     np.testing.assert_allclose(y, x @ w, rtol=1e-4, atol=1e-4)
 
 
-@T.script
-def awkward_dense(
-    X: T.Buffer((17, 32), "float32"),
-    W: T.Buffer((32, 150), "float32"),
-    Y: T.Buffer((17, 150), "float32"),
-):
-    T.func_attr({"layout_free_buffers": ["W"]})
-    for i, j, k in T.grid(17, 150, 32):
-        with T.block("matmul"):
-            vi, vj, vk = T.remap("SSR", i, j, k)
-            with T.init():
-                Y[vi, vj] = 0.0
-            Y[vi, vj] += X[vi, vk] * W[vk, vj]
+awkward_dense = _dense(17, 32, 150)
 
 
 def test_awkward_extents_are_padded() -> None:
@@ -152,17 +163,17 @@ def test_default_schedule_of_awkward_extents_pads_packs_and_computes_the_product
     np.testing.assert_allclose(interpreted, x @ w, rtol=1e-4, atol=1e-4)
 
 
-def _conv1x1(channels_in: int, channels_out: int):  # type: ignore[no-untyped-def]
+def _conv1x1(channels_in: int, channels_out: int, pixels: int = 28):  # type: ignore[no-untyped-def]
     import tir
 
     return tir.parse(
         f"""
 import tir.script as T
 @T.script
-def conv(X: T.Buffer((1, 28, 28, {channels_in}), "float32"), W: T.Buffer((1, 1, {channels_in}, {channels_out}), "float32"),
-         Y: T.Buffer((1, 28, 28, {channels_out}), "float32")):
+def conv(X: T.Buffer((1, {pixels}, {pixels}, {channels_in}), "float32"), W: T.Buffer((1, 1, {channels_in}, {channels_out}), "float32"),
+         Y: T.Buffer((1, {pixels}, {pixels}, {channels_out}), "float32")):
     T.func_attr({{"layout_free_buffers": ["W"]}})
-    for n, h, w, co, rh, rw, ci in T.grid(1, 28, 28, {channels_out}, 1, 1, {channels_in}):
+    for n, h, w, co, rh, rw, ci in T.grid(1, {pixels}, {pixels}, {channels_out}, 1, 1, {channels_in}):
         with T.block("conv"):
             vn, vh, vw, vco, vrh, vrw, vci = T.remap("SSSSRRR", n, h, w, co, rh, rw, ci)
             with T.init():
@@ -186,29 +197,8 @@ def test_one_panel_and_a_part_is_padded_only_over_a_long_enough_reduction() -> N
         assert (rule.padding(info, frozenset({"W"})) is not None) == padded, channels_in
 
 
-@T.script
-def conv1x1_1000(
-    X: T.Buffer((1, 5, 5, 32), "float32"),
-    W: T.Buffer((1, 1, 32, 1000), "float32"),
-    Y: T.Buffer((1, 5, 5, 1000), "float32"),
-):
-    T.func_attr({"layout_free_buffers": ["W"]})
-    for n, h, w, co, rh, rw, ci in T.grid(1, 5, 5, 1000, 1, 1, 32):
-        with T.block("conv"):
-            vn, vh, vw, vco, vrh, vrw, vci = T.remap("SSSSRRR", n, h, w, co, rh, rw, ci)
-            with T.init():
-                Y[vn, vh, vw, vco] = 0.0
-            Y[vn, vh, vw, vco] += X[vn, vh + vrh, vw + vrw, vci] * W[vrh, vrw, vci, vco]
-
-
-@T.script
-def average_pool_1000(X: T.Buffer((1, 5, 5, 1000), "float32"), Y: T.Buffer((1, 1, 1, 1000), "float32")):
-    for n, a, b, c, rh, rw in T.grid(1, 1, 1, 1000, 5, 5):
-        with T.block("pool"):
-            vn, va, vb, vc, vrh, vrw = T.remap("SSSSRR", n, a, b, c, rh, rw)
-            with T.init():
-                Y[vn, va, vb, vc] = 0.0
-            Y[vn, va, vb, vc] += X[vn, vrh, vrw, vc]
+conv1x1_1000 = _conv1x1(32, 1000, pixels=5)
+average_pool_1000 = _average_pool(5, 1000)
 
 
 def test_a_convolution_pads_its_awkward_channels_but_a_pool_reading_each_input_once_does_not() -> None:
@@ -237,25 +227,8 @@ def test_a_convolution_pads_its_awkward_channels_but_a_pool_reading_each_input_o
     np.testing.assert_allclose(y.reshape(1000), x.sum(axis=(0, 1, 2)), rtol=1e-4, atol=1e-4)
 
 
-@T.script
-def average_pool_144(X: T.Buffer((1, 12, 12, 144), "float32"), Y: T.Buffer((1, 1, 1, 144), "float32")):
-    for n, a, b, c, rh, rw in T.grid(1, 1, 1, 144, 12, 12):
-        with T.block("pool"):
-            vn, va, vb, vc, vrh, vrw = T.remap("SSSSRR", n, a, b, c, rh, rw)
-            with T.init():
-                Y[vn, va, vb, vc] = 0.0
-            Y[vn, va, vb, vc] += X[vn, vrh, vrw, vc]
-
-
-@T.script
-def dense_batch_1(X: T.Buffer((1, 96), "float32"), W: T.Buffer((96, 144), "float32"), Y: T.Buffer((1, 144), "float32")):
-    T.func_attr({"layout_free_buffers": ["W"]})
-    for i, j, k in T.grid(1, 144, 96):
-        with T.block("matmul"):
-            vi, vj, vk = T.remap("SSR", i, j, k)
-            with T.init():
-                Y[vi, vj] = 0.0
-            Y[vi, vj] += X[vi, vk] * W[vk, vj]
+average_pool_144 = _average_pool(12, 144)
+dense_batch_1 = _dense(1, 96, 144)
 
 
 def test_an_operand_read_once_per_output_is_packed_only_when_layout_free() -> None:
@@ -475,24 +448,6 @@ def test_exact_location_computes_nothing_twice() -> None:
     assert exact_location(softmax_rows, "max") == 2
 
 
-def _pointwise_conv(pixels: int, cin: int, cout: int):  # type: ignore[no-untyped-def]
-    @T.script
-    def conv(
-        X: T.Buffer((1, pixels, pixels, cin), "float32"),
-        W: T.Buffer((cin, cout), "float32"),
-        Y: T.Buffer((1, pixels, pixels, cout), "float32"),
-    ):
-        T.func_attr({"layout_free_buffers": ["W"]})
-        for n, h, w, c, k in T.grid(1, pixels, pixels, cout, cin):
-            with T.block("conv"):
-                vn, vh, vw, vc, vk = T.remap("SSSSR", n, h, w, c, k)
-                with T.init():
-                    Y[vn, vh, vw, vc] = 0.0
-                Y[vn, vh, vw, vc] += X[vn, vh, vw, vk] * W[vk, vc]
-
-    return conv
-
-
 def _outermost_drives_channels(sch) -> bool:  # type: ignore[no-untyped-def]
     realize = sch.index.blocks["conv"]
     outermost = sch.get(sch.get_loops(sch.get_block("conv"))[0])
@@ -507,15 +462,15 @@ def test_the_largest_input_decides_the_outer_tile_order() -> None:
     the channel tiles are outermost, so each weight panel is loaded once and the pixels swept
     under it (and two threads each read half of the weights). Pixels larger than the weights
     (a first layer): the pixel tiles stay outermost."""
-    heavy = SpaceGenerator().generate_schedules(_pointwise_conv(4, 256, 128), TARGET)
+    heavy = SpaceGenerator().generate_schedules(_conv1x1(256, 128, pixels=4), TARGET)
     assert heavy and all(_outermost_drives_channels(s) for s in heavy if "conv" in s.index.blocks)
-    light = SpaceGenerator().generate_schedules(_pointwise_conv(32, 16, 32), TARGET)
+    light = SpaceGenerator().generate_schedules(_conv1x1(16, 32, pixels=32), TARGET)
     assert light and not any(_outermost_drives_channels(s) for s in light if "conv" in s.index.blocks)
-    candidate = default_candidate(_pointwise_conv(4, 256, 128), TARGET)
+    candidate = default_candidate(_conv1x1(256, 128, pixels=4), TARGET)
     assert candidate is not None
     rng = np.random.default_rng(0)
     x = rng.standard_normal((1, 4, 4, 256), dtype=np.float32)
-    w = rng.standard_normal((256, 128), dtype=np.float32)
+    w = rng.standard_normal((1, 1, 256, 128), dtype=np.float32)
     y = np.zeros((1, 4, 4, 128), np.float32)
     interpret(candidate.func, x, w, y)
-    np.testing.assert_allclose(y[0], x[0] @ w, rtol=1e-4, atol=1e-3)
+    np.testing.assert_allclose(y[0], x[0] @ w[0, 0], rtol=1e-4, atol=1e-3)

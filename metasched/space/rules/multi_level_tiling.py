@@ -357,9 +357,12 @@ class MultiLevelTiling(SketchRule):
                 )
                 if tiled is not None:
                     results.append(tiled)
-        if self._row_stages(sch, info):
+        row_stages = self._row_stages(sch, info)
+        if row_stages:
             for pack in packs:
-                tiled = try_on_copy(sch, lambda s, pack=pack: self._tile(s, block, info, pack, None, False, rows=True))
+                tiled = try_on_copy(
+                    sch, lambda s, pack=pack: self._tile(s, block, info, pack, None, False, row_stages=row_stages)
+                )
                 if tiled is not None:
                     results.append(tiled)
         pixels = _pixel_count(info)
@@ -502,12 +505,12 @@ class MultiLevelTiling(SketchRule):
         level: int | None,
         fuse_consumer: bool,
         tail: bool = False,
-        rows: bool = False,
+        row_stages: list[str] | None = None,
     ) -> None:
+        """``row_stages``: a ``ROWS_SUFFIX`` sketch, those blocks (``_row_stages``) computed at
+        its outer tile."""
         assert info.loops is not None
-        later = self._row_stages(sch, info) if rows else []
-        if rows and not later:
-            raise ValueError("no row stages after the block")
+        rows = bool(row_stages)
         pack, pack_level = packing if packing is not None else (None, None)
         nest = sch.index.loops_above(info.realize)
         handles = sch.get_loops(block)
@@ -574,7 +577,7 @@ class MultiLevelTiling(SketchRule):
         structure = EPILOGUE_AT_REGISTERS_STRUCTURE if at_registers else self.structure
         suffix = (AWKWARD_SUFFIX if awkward_pixels(_pixel_count(info)) else "") + TAIL_SUFFIX if tail else ""
         sch.annotate(block, TILED, structure + suffix + (ROWS_SUFFIX if rows else ""))
-        for name in later:
+        for name in row_stages or ():
             # In program order: each stage's producers are at the tile already.
             sch.reverse_compute_at(sch.get_block(name), levels[0][-1])
         if level is not None:

@@ -21,8 +21,10 @@ block must be idempotent: spatial and not reading what it writes, or a reduction
 instance starts again from its init).
 
 The rules are conservative: the moved block must write (compute_at) or read
-(reverse_compute_at) its buffer at ``iterator + offset`` per dimension; reverse_compute_at
-takes one produced buffer only; a ``T.where`` must bound iterators to their domains
+(reverse_compute_at) its buffer at ``iterator + offset`` per dimension (reverse_compute_at:
+each buffer produced under the loop, and those buffers must feed the same instances per
+iteration; an iterator found only in other index forms is accepted over dimensions each
+iteration writes whole); a ``T.where`` must bound iterators to their domains
 (expressed through one binding each) or skip instances over loops that are iterators' whole
 bindings (a partial last vector: ``k_0 * 16 + k_1 < 750``), which is kept over the
 iterators. Coverage in reverse_compute_at is checked on the hull of the producers' writes,
@@ -622,17 +624,17 @@ def _reverse_ranges(
     # each gives the instances its iteration's writes feed; they must agree on every iterator
     # both constrain (else some instance would run before one of its inputs is written).
     merged: list[IterRange] = [None] * len(block.iter_vars)
-    agree = Analyzer()
+    context = Analyzer()  # the loop's context: what the ranges are proved in
     for var, dom in context_dom(index, loop).items():
-        agree.bind(var, dom)
+        context.bind(var, dom)
     for buffer in produced:
-        ranges = _ranges_for(primitive, index, realize, loop, producers, buffer, target)
+        ranges = _ranges_for(primitive, index, realize, loop, producers, buffer, target, context)
         for k, rng in enumerate(ranges):
             if rng is None:
                 continue
             if merged[k] is None:
                 merged[k] = rng
-            elif not all(agree.can_prove_equal(a, b) for a, b in zip(merged[k], rng, strict=True)):
+            elif not all(context.can_prove_equal(a, b) for a, b in zip(merged[k], rng, strict=True)):
                 raise ScheduleError(
                     primitive,
                     target,
@@ -650,9 +652,10 @@ def _ranges_for(
     producers: list[BlockRealize],
     buffer: Buffer,
     target: str,
+    coverage: Analyzer,
 ) -> list[IterRange]:
     """The block's instances (a range per iterator, None: unconstrained) that read what one
-    iteration of ``loop`` writes of ``buffer``."""
+    iteration of ``loop`` writes of ``buffer``; ``coverage`` knows the loop's context."""
     block = realize.block
     accesses = [access for access in block.reads if access.buffer is buffer]
     if len(accesses) != 1:
@@ -681,9 +684,6 @@ def _ranges_for(
     # Every element the block reads (its iterators sweeping their bindings, within their
     # domains) must be written under the loop at some iteration.
     sweep = {lp.loop_var: Range(lp.min, lp.extent) for lp in index.loops_above(realize)}
-    coverage = Analyzer()
-    for var, dom in context_dom(index, loop).items():
-        coverage.bind(var, dom)
     for var in spatial:
         if var not in offsets and var in complex_vars:
             # Unconstrained is still exact when every dimension it indexes is written whole by
