@@ -51,9 +51,18 @@ as it is. Two products of 255 * 127 already overflow int16 (64770 > 32767), and 
 after a Relu reach 255: under ``qemu-x86_64 -cpu max`` (AVX2, no VNNI) onnxruntime's QDQ
 ResNet-50 of ``benchmarks/model_zoo.py`` has 0.6% of its stem's outputs off the exact sums by
 up to 23 steps, its last residual block by up to 19, and 4.5% of its logits more than one
-step away (MobileNet v3: 3% of the logits one step away). Depthwise convolutions (one input
-and one output channel per group), int8 activations and uint8 weights stay exact on every CPU.
-So ``fuse_qdq`` marks the uint8 x int8 patterns onnxruntime would saturate with
+step away (MobileNet v3: 3% of the logits one step away). int8 activations (what
+``quantize_static`` gives by default) go the same way: onnxruntime adds 128 to them (and to their
+zero point) and runs the uint8 kernels, so the pairs are ``(x + 128) * w``; on an AVX2 Zen 3
+a 3 x 3 convolution of 3 and of 16 channels and a MatMul with K = 64 had 5.8%, 0.4% and 0.2%
+of their outputs more than a step off the exact sums, none in this form. That holds where
+onnxruntime makes them uint8 (its QDQS8ToU8Transformer): an activation from a QuantizeLinear ->
+DequantizeLinear pair, the output going to such a pair; an int8 graph input stays int8 and its
+S8S8 kernels sum exactly. And onnxruntime runs a pattern in its integer kernels only when the
+product goes straight to the QuantizeLinear, a Relu or Clip dropped only where the output's
+range already implies it; one that clips leaves the pattern in float (exact sums). Depthwise
+convolutions (one input and one output channel per group) and uint8 weights stay exact on every
+CPU. So ``fuse_qdq`` marks the uint8 / int8 x int8 patterns onnxruntime would saturate with
 ``int16_pairs=1``, and ``QConv`` / ``QMatMul`` then reduce over the pairs, saturating each:
 both models then equal onnxruntime's outputs there bit for bit. That is opt-in
 (``fuse_qdq(graph, int16_pairs=True)`` or ``METASCHED_QDQ_INT16_PAIRS=1``): by default the sums
@@ -276,6 +285,23 @@ def _value_dtype(graph: Graph, name: str, zero: np.ndarray | None, producers: di
     return ""
 
 
+def _becomes_uint8(
+    graph: Graph, x_q: str, quantize: Node, producers: dict[str, Node], consumers: dict[str, list[Node]]
+) -> bool:
+    """Whether onnxruntime turns an int8 pattern (activation ``x_q``, output ``quantize``) into a
+    uint8 one on a CPU without VNNI (its QDQS8ToU8Transformer rewrites every int8
+    ``QuantizeLinear -> DequantizeLinear`` pair whose QuantizeLinear has that one reader): the
+    activation must come from such a pair (an int8 graph input stays int8) and the output must
+    go to one (else the two ends' types differ and onnxruntime runs the pattern in float)."""
+    source = producers.get(x_q)
+    if source is None or x_q in graph.inputs:
+        return False
+    if source.op_type == "QuantizeLinear" and len(consumers.get(x_q, [])) != 1:
+        return False
+    readers = consumers.get(quantize.outputs[0], [])
+    return len(readers) == 1 and readers[0].op_type == "DequantizeLinear"
+
+
 def _chain_bounds(
     chain: list[Node], values: dict[str, np.ndarray], opset: int, sy: np.ndarray, zy: np.ndarray, dtype: str
 ) -> tuple[int, int] | None:
@@ -414,11 +440,23 @@ def _fuse(
         if not np.allclose(sb.astype(np.float32).reshape(-1), expected, rtol=1e-5, atol=0):
             return None
         bias = bias + b_q.astype(np.int64).reshape(-1)
-    if w_zero == 0 and x_zero != 0:
+    if product.op_type == "Conv":
+        depthwise = w_q.shape[1] == 1 and channels == int(attrs.get("group", 1))
+    else:
+        depthwise = False
+    pairs = int16_pairs and str(w_q.dtype) == "int8" and w_zero == 0 and not depthwise
+    if x_dtype == "int8":
+        pairs = pairs and _becomes_uint8(graph, x_q, q, producers, consumers)
+    # a Relu / Clip that clips quantized values keeps onnxruntime from fusing the pattern into
+    # its integer kernel (it drops one only where the output's range already implies it): float
+    pairs = pairs and bounds == _INT_RANGES[y_dtype]
+    # int8 activations in pairs: the products read x + 128 (module docstring), the zero point too
+    folded_zero = x_zero + 128 if pairs and x_dtype == "int8" else x_zero
+    if w_zero == 0 and folded_zero != 0:
         sums = weight.astype(np.int64).reshape(channels, -1).sum(axis=1) if product.op_type == "Conv" else None
         if sums is None:
             sums = weight.astype(np.int64).sum(axis=0)
-        bias = bias - x_zero * sums
+        bias = bias - folded_zero * sums
     if np.any(bias < np.iinfo(np.int32).min) or np.any(bias > np.iinfo(np.int32).max):
         return None
     stem = q.outputs[0]
@@ -427,12 +465,10 @@ def _fuse(
     if product.op_type == "Conv":
         op_type = QCONV
         new_attrs = {k: v for k, v in attrs.items() if k in _CONV_ATTRS}
-        depthwise = w_q.shape[1] == 1 and channels == int(attrs.get("group", 1))
     else:
         op_type = QMATMUL
         new_attrs = {}
-        depthwise = False
-    if int16_pairs and x_dtype == "uint8" and str(w_q.dtype) == "int8" and w_zero == 0 and not depthwise:
+    if pairs:
         new_attrs["int16_pairs"] = 1  # onnxruntime's vpmaddubsw kernels (module docstring)
     new_attrs.update(
         x_zero_point=x_zero,

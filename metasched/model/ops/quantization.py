@@ -139,6 +139,13 @@ def _pair_indices(size: int, r: PrimExpr) -> tuple[PrimExpr, PrimExpr, PrimExpr 
     return first, min_expr(second, const(size - 1, "int32")), second < const(size, "int32")
 
 
+def _as_uint8(value: PrimExpr, dtype: str) -> PrimExpr:
+    """An activation as onnxruntime's ``vpmaddubsw`` kernels read it, in int32: int8 ones are
+    converted to uint8 by adding 128 (their zero point too: ``fuse_qdq`` folds ``zx + 128``)."""
+    widened = cast(value, "int32")
+    return widened + const(128, "int32") if str(dtype) == "int8" else widened
+
+
 def _pairs_reduce(ctx: OpContext, shape: tuple[Any, ...], size: int, product: Any) -> Tensor:
     """``out[s] = sum over pairs of saturate_int16(product(s, 2j) + product(s, 2j + 1))`` for
     ``size`` products (flat index; an odd last one paired with zero), summed in int32."""
@@ -173,7 +180,7 @@ def _conv_int16_pairs(ctx: OpContext, padded: Tensor, w: Tensor) -> Tensor:
         nn, oc, out_pos = s[0], s[1], s[2:]
         in_c = ic if group == 1 else (oc // mpg) * cpg + ic
         pos = [mul(out_pos[d], strides[d]) + mul(window[d], dilations[d]) for d in range(n_sp)]
-        return cast(padded[(nn, in_c, *pos)], "int32") * cast(w[(oc, ic, *window)], "int32")
+        return _as_uint8(padded[(nn, in_c, *pos)], padded.dtype) * cast(w[(oc, ic, *window)], "int32")
 
     if cpg % 2 == 0:
 
@@ -256,7 +263,7 @@ def _matmul_int16_pairs(ctx: OpContext, a: Tensor, b: Tensor) -> Tensor:
     shape = (*a2.shape[:-1], b.shape[1])
 
     def product(s: tuple[PrimExpr, ...], k: PrimExpr) -> PrimExpr:
-        return cast(a2[(*s[:-1], k)], "int32") * cast(b[(k, s[-1])], "int32")
+        return _as_uint8(a2[(*s[:-1], k)], a2.dtype) * cast(b[(k, s[-1])], "int32")
 
     y = _pairs_reduce(ctx, shape, size, product)
     if a.ndim == 1:

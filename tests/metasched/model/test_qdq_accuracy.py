@@ -71,7 +71,9 @@ def _conv_acc(x, w, x_zero, pads, strides, group, pairs):  # type: ignore[no-unt
 
 
 def _requantize(acc, scale, y_zero):  # type: ignore[no-untyped-def]
-    return np.clip(np.rint(acc.astype(np.float32) * scale) + y_zero, 0, 255).astype(np.uint8)
+    """``y_zero`` a numpy uint8 or int8 scalar: the output's type."""
+    info = np.iinfo(y_zero.dtype)
+    return np.clip(np.rint(acc.astype(np.float32) * scale) + int(y_zero), info.min, info.max).astype(y_zero.dtype)
 
 
 # ---------------------------------------------------------------- small QDQ graphs that saturate
@@ -80,60 +82,97 @@ RNG = np.random.default_rng(11)
 SX, SW, X_ZERO, Y_ZERO = np.float32(0.02), np.float32(0.004), 7, 128
 
 
-def _qdq_conv(channels, outputs, kernel, group=1, size=9, pads=(1, 1, 1, 1), strides=(1, 1)):  # type: ignore[no-untyped-def]
-    """uint8 x (values 120..255: Relu outputs near their top) -> DQ -> Conv(DQ(int8 W per
-    channel)) -> Q -> DQ: the output scale set so the exact result spans the uint8 range.
+def _activations(shape, signed):  # type: ignore[no-untyped-def]
+    """Activations near the top of their range (Relu outputs), uint8 120..255 or int8 -8..127,
+    their zero point, the output's zero point (the same type) and the shift onnxruntime's uint8
+    kernels add to int8 activations (128)."""
+    if signed:
+        return RNG.integers(-8, 128, shape).astype(np.int8), np.int8(X_ZERO), np.int8(0), 128
+    return RNG.integers(120, 256, shape).astype(np.uint8), np.uint8(X_ZERO), np.uint8(Y_ZERO), 0
+
+
+def _activation_stage(x, signed):  # type: ignore[no-untyped-def]
+    """The nodes that give the dequantized activation ``xf`` and the feeds: a uint8 graph input
+    read by a DequantizeLinear, or (``signed``) a float input quantized to ``x``'s int8 values
+    by a QuantizeLinear first, as ``quantize_static`` writes int8 activations (onnxruntime turns
+    such a pair into uint8 on CPUs without VNNI; an int8 graph input it keeps)."""
+    if not signed:
+        return [helper.make_node("DequantizeLinear", ["x", "sx", "zx"], ["xf"])], {"x": x}
+    exact = ((x.astype(np.float32) - np.float32(X_ZERO)) * SX).astype(np.float32)
+    nodes = [
+        helper.make_node("QuantizeLinear", ["x", "sx", "zx"], ["xq"]),
+        helper.make_node("DequantizeLinear", ["xq", "sx", "zx"], ["xf"]),
+    ]
+    return nodes, {"x": exact}
+
+
+def _output_stage(signed, sy, y_zero):  # type: ignore[no-untyped-def]
+    """The nodes from the product ``c`` to the output ``y`` and what turns the expected quantized
+    output into ``y``: a QuantizeLinear, and (``signed``) a DequantizeLinear after it: onnxruntime
+    fuses an int8 pattern into its integer kernel only when both its ends become uint8."""
+    nodes = [helper.make_node("QuantizeLinear", ["c", "sy", "zy"], ["yq" if signed else "y"])]
+    if not signed:
+        return nodes, lambda q: q
+    nodes.append(helper.make_node("DequantizeLinear", ["yq", "sy", "zy"], ["y"]))
+    return nodes, lambda q: ((q.astype(np.float32) - np.float32(y_zero)) * sy).astype(np.float32)
+
+
+def _qdq_conv(channels, outputs, kernel, group=1, size=9, pads=(1, 1, 1, 1), strides=(1, 1), signed=False):  # type: ignore[no-untyped-def]
+    """uint8 (or ``signed``: int8) x -> DQ -> Conv(DQ(int8 W per channel)) -> Q -> DQ: the
+    output scale set so the exact result spans the uint8 range.
     Returns (model, feeds, expected(pairs) -> uint8 output)."""
     w = RNG.integers(-127, 128, (outputs, channels // group, kernel, kernel)).astype(np.int8)
-    x = RNG.integers(120, 256, (1, channels, size, size)).astype(np.uint8)
+    x, x_zero, y_zero, shift = _activations((1, channels, size, size), signed)
     sw = np.full(outputs, SW, np.float32)
 
     def accumulate(pairs: bool) -> np.ndarray:
-        acc = _conv_acc(x, w, X_ZERO, pads, strides, group, pairs)
-        return acc - X_ZERO * w.astype(np.int64).reshape(outputs, -1).sum(1)[None, :, None, None]
+        by = shift if pairs else 0
+        acc = _conv_acc(x.astype(np.int64) + by, w, X_ZERO + by, pads, strides, group, pairs)
+        return acc - (X_ZERO + by) * w.astype(np.int64).reshape(outputs, -1).sum(1)[None, :, None, None]
 
     sy = np.float32(SX * SW * np.abs(accumulate(False)).max() / 120)
     scale = (SX * sw / sy).astype(np.float32)[None, :, None, None]
-    inits = {"sx": SX, "zx": np.uint8(X_ZERO), "w": w, "sw": sw, "zw": np.zeros(outputs, np.int8)}
-    inits |= {"sy": sy, "zy": np.uint8(Y_ZERO)}
-    nodes = [
-        helper.make_node("DequantizeLinear", ["x", "sx", "zx"], ["xf"]),
+    inits = {"sx": SX, "zx": x_zero, "w": w, "sw": sw, "zw": np.zeros(outputs, np.int8)}
+    inits |= {"sy": sy, "zy": y_zero}
+    nodes, feeds = _activation_stage(x, signed)
+    nodes += [
         helper.make_node("DequantizeLinear", ["w", "sw", "zw"], ["wf"], axis=0),
         helper.make_node("Conv", ["xf", "wf"], ["c"], group=group, pads=list(pads), strides=list(strides)),
-        helper.make_node("QuantizeLinear", ["c", "sy", "zy"], ["y"]),
     ]
-    model = make_model(nodes, {"x": x}, ["y"], inits)
-    return model, {"x": x}, lambda pairs: _requantize(accumulate(pairs), scale, Y_ZERO)
+    tail, output = _output_stage(signed, sy, y_zero)
+    model = make_model(nodes + tail, feeds, ["y"], inits)
+    return model, feeds, lambda pairs: output(_requantize(accumulate(pairs), scale, y_zero))
 
 
-def _qdq_matmul(rows, depth, cols, gemm=False):  # type: ignore[no-untyped-def]
+def _qdq_matmul(rows, depth, cols, gemm=False, signed=False):  # type: ignore[no-untyped-def]
     """The same for MatMul (3-D activations) or Gemm (transB) with an int8 weight per column."""
     w = RNG.integers(-127, 128, (depth, cols)).astype(np.int8)
-    x = RNG.integers(120, 256, (2, rows, depth) if not gemm else (rows, depth)).astype(np.uint8)
+    x, x_zero, y_zero, shift = _activations((2, rows, depth) if not gemm else (rows, depth), signed)
     sw = np.full(cols, SW, np.float32)
 
     def accumulate(pairs: bool) -> np.ndarray:
-        products = x.astype(np.int64)[..., None, :] * w.T.astype(np.int64)
+        by = shift if pairs else 0
+        products = (x.astype(np.int64) + by)[..., None, :] * w.T.astype(np.int64)
         acc = _pair_sum(products) if pairs else products.sum(-1)
-        return acc - X_ZERO * w.astype(np.int64).sum(0)
+        return acc - (X_ZERO + by) * w.astype(np.int64).sum(0)
 
     sy = np.float32(SX * SW * np.abs(accumulate(False)).max() / 120)
-    inits = {"sx": SX, "zx": np.uint8(X_ZERO), "w": w.T.copy() if gemm else w, "sw": sw, "zw": np.zeros(cols, np.int8)}
-    inits |= {"sy": sy, "zy": np.uint8(Y_ZERO)}
+    inits = {"sx": SX, "zx": x_zero, "w": w.T.copy() if gemm else w, "sw": sw, "zw": np.zeros(cols, np.int8)}
+    inits |= {"sy": sy, "zy": y_zero}
     product = (
         helper.make_node("Gemm", ["xf", "wf"], ["c"], transB=1)
         if gemm
         else helper.make_node("MatMul", ["xf", "wf"], ["c"])
     )
-    nodes = [
-        helper.make_node("DequantizeLinear", ["x", "sx", "zx"], ["xf"]),
+    nodes, feeds = _activation_stage(x, signed)
+    nodes += [
         helper.make_node("DequantizeLinear", ["w", "sw", "zw"], ["wf"], axis=0 if gemm else 1),
         product,
-        helper.make_node("QuantizeLinear", ["c", "sy", "zy"], ["y"]),
     ]
-    model = make_model(nodes, {"x": x}, ["y"], inits)
+    tail, output = _output_stage(signed, sy, y_zero)
+    model = make_model(nodes + tail, feeds, ["y"], inits)
     scale = (SX * sw / sy).astype(np.float32)
-    return model, {"x": x}, lambda pairs: _requantize(accumulate(pairs), scale, Y_ZERO)
+    return model, feeds, lambda pairs: output(_requantize(accumulate(pairs), scale, y_zero))
 
 
 CASES = {
@@ -150,6 +189,10 @@ CASES = {
     "depthwise": lambda: _qdq_conv(16, 16, 3, group=16),
     "matmul_odd_k": lambda: _qdq_matmul(3, 63, 17),
     "gemm": lambda: _qdq_matmul(1, 96, 24, gemm=True),
+    # int8 activations (quantize_static's default): onnxruntime adds 128 and runs the uint8 kernels
+    "conv3x3_s8": lambda: _qdq_conv(32, 16, 3, signed=True),
+    "stem7x7_s8": lambda: _qdq_conv(3, 16, 7, size=16, pads=(3, 3, 3, 3), strides=(2, 2), signed=True),
+    "matmul_s8": lambda: _qdq_matmul(3, 63, 17, signed=True),
 }
 
 
@@ -193,7 +236,7 @@ def test_default_is_exact_and_the_rule_matches_this_machines_onnxruntime(monkeyp
     whichever CPU runs the test."""
     monkeypatch.delenv(INT16_PAIRS_ENV, raising=False)
     saturates = onnxruntime_saturates_pairs()
-    for name in ("conv3x3", "stem7x7", "gemm"):
+    for name in ("conv3x3", "stem7x7", "gemm", "conv3x3_s8", "matmul_s8"):
         model, feeds, expected = CASES[name]()
         got, attrs = _ours(model, feeds)
         assert "int16_pairs" not in attrs
