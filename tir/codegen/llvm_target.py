@@ -24,8 +24,8 @@ def _initialize() -> None:
     llvm.initialize_all_asmprinters()
     llvm.initialize_native_asmparser()
     # LLVM's LoopIdiomRecognize takes time exponential in the length of a chain of float
-    # max/min selects inside a loop (an unrolled max reduction: 32 in a row kept O1 busy for
-    # over 20 minutes on one sampled softmax schedule; 24 take 0.25 s, 20 take 0.02 s). What it
+    # max/min selects inside a loop (an unrolled max reduction: one sampled softmax schedule
+    # with 32 in a row took 507 s at O3 on a Zen 3; 24 take 0.25 s, 20 take 0.02 s). What it
     # would find here, loops that are a memset or a memcpy, our schedules already write as
     # vector loops (tests/codegen/test_llvm_options.py keeps the chain fast).
     llvm.set_option("tensorir", "-disable-loop-idiom-all")
