@@ -396,7 +396,7 @@ def test_integer_task_tunes_and_compiles_from_the_database(tmp_path):  # type: i
 
 @pytest.mark.slow
 @pytest.mark.parametrize("name", ["mobilenet_v3_small", "resnet18"])
-def test_torchvision_qdq_models(tmp_path, monkeypatch, name):  # type: ignore[no-untyped-def]
+def test_torchvision_qdq_models(tmp_path, monkeypatch, name, like_onnxruntime):  # type: ignore[no-untyped-def]
     """torchvision models as benchmarks/model_zoo.py builds them (random weights, legacy export,
     opset 17), quantized by onnxruntime; the zoo checks ResNet-50 and MobileNet v3 large."""
     import importlib.util
