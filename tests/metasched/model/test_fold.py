@@ -17,7 +17,6 @@ from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 
 from metasched import model as msm  # noqa: E402
 from metasched.model import fold  # noqa: E402
-from metasched.model.qdq import INT16_PAIRS_ENV, onnxruntime_saturates_pairs  # noqa: E402
 from metasched.model.testing import make_model, ort_run  # noqa: E402
 
 RNG = np.random.default_rng(0)
@@ -288,12 +287,11 @@ def test_quantized_weights_fold_and_match_onnxruntime() -> None:
     np.testing.assert_allclose(got, ort_unoptimized(model, {"x": x})["y"], rtol=1e-4, atol=1e-5)
 
 
-def test_quantize_static_model_imports(tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_quantize_static_model_imports(tmp_path: Any, like_onnxruntime: None) -> None:
     """A model from onnxruntime's quantizer (quantize_static, QDQ, opset 17) imports. On a CPU
     where onnxruntime sums uint8 x int8 products in saturated int16 pairs (AVX2 without VNNI),
     ours does too for the comparison: the exact sums differ from it there by several steps."""
     quantization = pytest.importorskip("onnxruntime.quantization")
-    monkeypatch.setenv(INT16_PAIRS_ENV, "1" if onnxruntime_saturates_pairs() else "0")
     rng = np.random.default_rng(2)
     nodes = [
         helper.make_node("Conv", ["x", "w", "b"], ["c"], pads=[1, 1, 1, 1]),

@@ -15,13 +15,7 @@ from onnx import helper, numpy_helper  # noqa: E402
 
 import metasched  # noqa: E402
 from metasched import model as msm  # noqa: E402
-from metasched.model.qdq import (  # noqa: E402
-    INT16_PAIRS_ENV,
-    QADD,
-    QCONV,
-    QMATMUL,
-    onnxruntime_saturates_pairs,
-)
+from metasched.model.qdq import QADD, QCONV, QMATMUL, onnxruntime_saturates_pairs  # noqa: E402
 from metasched.model.testing import make_model, ort_run  # noqa: E402
 
 RNG = np.random.default_rng(0)
@@ -113,13 +107,6 @@ def _matmul_net():  # type: ignore[no-untyped-def]
     inits = {"w1": _w(64, 32).T.copy(), "b1": _b(64), "w2": _w(24, 64).T.copy()}
     x = np.zeros((2, 12, 32), np.float32)
     return make_model(nodes, {"x": x}, ["y"], inits), {"x": x.shape}
-
-
-@pytest.fixture
-def like_onnxruntime(monkeypatch):  # type: ignore[no-untyped-def]
-    """uint8 x int8 products summed as this machine's onnxruntime sums them: in saturated int16
-    pairs on x86-64 with AVX2 and no VNNI (``metasched.model.qdq``), exactly elsewhere."""
-    monkeypatch.setenv(INT16_PAIRS_ENV, "1" if onnxruntime_saturates_pairs() else "0")
 
 
 def _compare(model, shapes, seed: int = 1):  # type: ignore[no-untyped-def]

@@ -119,8 +119,8 @@ def _output_stage(signed, sy, y_zero):  # type: ignore[no-untyped-def]
 
 def _qdq_conv(channels, outputs, kernel, group=1, size=9, pads=(1, 1, 1, 1), strides=(1, 1), signed=False):  # type: ignore[no-untyped-def]
     """uint8 (or ``signed``: int8) x -> DQ -> Conv(DQ(int8 W per channel)) -> Q -> DQ: the
-    output scale set so the exact result spans the uint8 range.
-    Returns (model, feeds, expected(pairs) -> uint8 output)."""
+    output scale set so the exact result spans the output's range.
+    Returns (model, feeds, expected(pairs) -> the output ``y``: uint8, or float when ``signed``)."""
     w = RNG.integers(-127, 128, (outputs, channels // group, kernel, kernel)).astype(np.int8)
     x, x_zero, y_zero, shift = _activations((1, channels, size, size), signed)
     sw = np.full(outputs, SW, np.float32)
