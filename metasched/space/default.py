@@ -30,6 +30,7 @@ import copy
 from typing import Any
 
 from metasched.space.analysis import TILED, UNROLL
+from metasched.space.registers import row_limit, tile_key
 from metasched.space.rules.add_rfactor import LANES_STRUCTURE
 from metasched.space.rules.multi_level_tiling import (
     AWKWARD_SUFFIX,
@@ -292,10 +293,8 @@ def _register_tile(
     beside them, and no other row tile is added; ``max_rows`` caps the row tile."""
     if not spatial:
         return {}
-    budget = 24 if lanes >= 16 else 12
     if fixed_rows > 1:
-        max_vectors = max(1, min(max_vectors, budget // fixed_rows))
-        budget = max_vectors
+        max_vectors = max([v for v in range(1, max_vectors + 1) if row_limit(v, lanes) >= fixed_rows], default=1)
     vector_pos, vector_inst = spatial[-1]
     # A packed loop's sample counts panels, its limit too.
     vector_limit = int(vector_inst.kwargs.get("max_innermost_factor", 64)) * panel
@@ -303,27 +302,29 @@ def _register_tile(
     for width in [vectors * lanes for vectors in range(max_vectors, 0, -1)]:
         vector = _divisor_at_most(extents[vector_pos], min(width, vector_limit), prefer=lanes)
         vectors = -(-vector // lanes)
-        row_limit = budget // vectors if max_rows is None else min(budget // vectors, max_rows)
+        rows_allowed = row_limit(vectors, lanes) if fixed_rows == 1 else 1
+        if max_rows is not None:
+            rows_allowed = min(rows_allowed, max_rows)
         # Row tiles on one loop, or on two when that holds more rows: 111 x 111 pixels (3 x 37
         # each way) tile 3 x 3 (18 accumulators; 3 x 1 kept 6: SqueezeNet's stem 0.25-0.35 ms,
         # 0.14 ms as 3 x 3).
         candidates: list[tuple[dict[int, int], int]] = [({}, 1)]
         for k, (pos, inst) in enumerate(spatial[:-1]):
-            rows = _rows_of(extents[pos], inst, row_limit)
+            rows = _rows_of(extents[pos], inst, rows_allowed)
             candidates.append(({pos: rows}, rows))
             if rows > 1 and max_rows is None:
                 for other, other_inst in spatial[k + 1 : -1]:
-                    more = _rows_of(extents[other], other_inst, row_limit // rows)
+                    more = _rows_of(extents[other], other_inst, rows_allowed // rows)
                     if more > 1:
                         candidates.append(({pos: rows, other: more}, rows * more))
         for row_tile, rows in candidates:
-            # most accumulators, then rows on one loop, then more rows (each vector of the weight
+            # most accumulators (AVX2: then two vectors over one), then rows on one loop, then more rows (each vector of the weight
             # panel loaded serves them all: a 10 x 2-vector tile of a 50-row dense ran 143
             # GFLOP/s against 108 for 5 x 4 on an AVX-512 Xeon, its panels streaming from L2),
             # then wider vectors, then the longer row loop (rows on two loops only for more
             # accumulators: 16 rows of one vector load more per FMA than 8 rows of two)
             longest = max((extents[pos] for pos in row_tile), default=0)
-            key = (rows * vectors, -len(row_tile), rows, vector, longest)
+            key = (*tile_key(rows, vectors, lanes), -len(row_tile), rows, vector, longest)
             if best is None or key > best[0]:
                 best = (key, {vector_pos: vector, **row_tile})
     assert best is not None

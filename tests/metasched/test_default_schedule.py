@@ -341,6 +341,31 @@ def test_pixels_with_small_divisors_each_way_tile_in_two_dimensions() -> None:
     assert _register_tile(spatial, {3: 1, 5: 56, 7: 56, 10: 64}, 16, max_vectors=4, panel=16) == {10: 32, 5: 8}
 
 
+def test_register_tiles_fit_the_avx2_register_file_with_their_operands() -> None:
+    """With 16 vector registers a tile's accumulators, its weight vectors and a broadcast
+    register must all fit: 3 rows x 4 vectors (17) spilled an accumulator (Inception v3's
+    147 x 147 convolution ran at half speed). Equal accumulators, AVX2 takes two vectors over
+    one (a broadcast per FMA otherwise): 56 x 56 x 64 is 4 rows x 2 vectors, not 8 x 1."""
+    from metasched.space.default import _register_tile
+    from metasched.space.registers import best_rows, row_limit
+
+    spatial = [(3, _Sample(4)), (5, _Sample(4)), (7, _Sample(4)), (10, _Sample(4, 8))]
+    for pixels in (147, 56, 17, 73, 7, 14):
+        tile = _register_tile(spatial, {3: 1, 5: pixels, 7: pixels, 10: 64}, 8, max_vectors=4, panel=8)
+        vectors = tile[10] // 8
+        rows = int(np.prod([size for pos, size in tile.items() if pos != 10]))
+        assert rows * vectors + vectors + 1 <= 16, (pixels, tile)
+    assert _register_tile(spatial, {3: 1, 5: 56, 7: 56, 10: 64}, 8, max_vectors=4, panel=8) == {10: 16, 5: 4}
+    assert [row_limit(v, 8) for v in (1, 2, 3, 4)] == [12, 6, 4, 2]
+    assert [row_limit(v, 16) for v in (1, 2, 3, 4)] == [24, 12, 8, 6]
+    # A tail sketch's pixels per tile: 6 x 2 vectors with AVX2, 8 x 3 with AVX-512; one vector
+    # of channels leaves 8 x 1 either way.
+    choices = [3, 4, 5, 6, 8]
+    assert choices[best_rows(choices, 80, 8, 4)] == 6
+    assert choices[best_rows(choices, 80, 16, 4)] == 8
+    assert choices[best_rows(choices, 8, 8, 4)] == 8
+
+
 @T.script
 def stem_conv(X: T.Buffer((1, 9, 9, 3), "float32"), W: T.Buffer((3, 3, 3, 16), "float32"),
               Y: T.Buffer((1, 7, 7, 16), "float32")):  # fmt: skip

@@ -72,6 +72,7 @@ from metasched.space.rules import SketchRule, try_on_copy
 from tir.ir import IntImm, IterKind, Var
 from tir.schedule import Schedule, ScheduleError
 from tir.schedule.handles import BlockRV, LoopRV
+from metasched.space.registers import best_rows
 from tir.target import Target
 from tir.transform.split_prepack import layout_free_names
 
@@ -525,8 +526,14 @@ class MultiLevelTiling(SketchRule):
             factors = tail_factors(_pixel_count(info))
             pixels = [handle_of[var] for var in spatial[:-1]]
             fused = sch.fuse(*pixels) if len(pixels) > 1 else pixels[0]
-            # The largest tile first (the default schedule's; the search mutates it).
-            factor = sch.sample_categorical(factors, [1.0] * len(factors), decision=len(factors) - 1)
+            # The tile that fills the register file best first (the default schedule's; the
+            # search mutates it): 6 pixels x 2 vectors with AVX2, 8 x 3 with AVX-512.
+            lanes = max(1, self.target.vector_bytes // 4)
+            vector_extent = info.extents.get(info.spatial[-1])
+            first = best_rows(
+                factors, vector_extent if isinstance(vector_extent, int) else lanes, lanes, 4 if pack else 2
+            )
+            factor = sch.sample_categorical(factors, [1.0] * len(factors), decision=first)
             outer, inner = sch.split(fused, [None, factor])
             sizes = sch.sample_perfect_tile(outer, n=3, max_innermost_factor=self.max_innermost_factor)
             tiled_pixels = [*sch.split(outer, sizes), inner]

@@ -1,0 +1,66 @@
+"""The vector register file as the register tile sees it: how many rows a tile of some vectors may
+take, and which of two tiles is better. Shared by the tiling rule (a tail sketch's default pixels
+per tile) and the default schedule (every register tile).
+
+A register tile of ``rows`` x ``vectors`` accumulators reduces by loading ``vectors`` vectors of
+the weight and broadcasting one element per row, so its registers are its accumulators, the
+weight's vectors and a broadcast register. With AVX2 (16 vector registers), 3 rows x 4 vectors
+is 17: one accumulator spills, and its store -> load chain through the stack runs the loop.
+"""
+
+from __future__ import annotations
+
+__all__ = ["best_rows", "register_count", "row_limit", "tile_key"]
+
+
+def register_count(lanes: int) -> int:
+    """Vector registers of a target whose float32 vectors have ``lanes`` lanes: 32 with AVX-512
+    (and SVE/NEON-class targets of 16 lanes), 16 otherwise."""
+    return 32 if lanes >= 16 else 16
+
+
+def row_limit(vectors: int, lanes: int) -> int:
+    """The most rows a register tile of ``vectors`` vectors may take: its accumulators within
+    about 3/4 of the register file, and with the weight's vectors and a broadcast register beside
+    them, within all of it (Inception v3's 3x3 convolution 147 x 147, 32 -> 64, as 3 rows x 4
+    vectors on a Zen 3 at 1 thread: 17 registers, 38 GFLOP/s; onnxruntime 82).
+
+    >>> row_limit(4, 8), row_limit(2, 8), row_limit(4, 16)
+    (2, 6, 6)
+    """
+    registers = register_count(lanes)
+    return min(registers * 3 // 4 // vectors, (registers - vectors - 1) // vectors)
+
+
+def tile_key(rows: int, vectors: int, lanes: int) -> tuple[int, int]:
+    """How good a register tile of ``rows`` x ``vectors`` accumulators is, before finer
+    preferences (greater is better): the most accumulators, then, with AVX2, two vectors over
+    one. A tile of one vector loads a broadcast per FMA, and AVX2 cores load two vectors a cycle:
+    8 rows x 1 vector is 9 loads for 8 FMAs against 6 for 4 x 2 (ResNet's 3x3 convolution 56 x 56,
+    64 -> 64, on a Zen 3 at 1 thread: 3.6 ms as 8 x 1, 2.8 ms as 4 x 2; onnxruntime 2.7). Not
+    measured on AVX-512, whose order stays the earlier one (rows first, later keys).
+
+    >>> tile_key(4, 2, 8) > tile_key(8, 1, 8)
+    True
+    """
+    return (rows * vectors, min(vectors, 2) if lanes < 16 else 0)
+
+
+def best_rows(choices: list[int], vector_extent: int, lanes: int, max_vectors: int) -> int:
+    """The index of the best of ``choices``, row counts of a register tile whose vectors cover
+    up to ``max_vectors`` vectors of a loop of ``vector_extent`` elements (each row count with the
+    most vectors it leaves room for): by ``tile_key``, then more rows. With AVX2, of a tail
+    sketch's 3, 4, 5, 6 or 8 pixels, 6 (x 2 vectors: 12 accumulators, 8 x 1 holds 8); with
+    AVX-512, 8 (x 3 vectors).
+
+    >>> best_rows([3, 4, 5, 6, 8], 64, 8, 4), best_rows([3, 4, 5, 6, 8], 64, 16, 4)
+    (3, 4)
+    """
+    available = max(1, min(max_vectors, vector_extent // lanes))
+
+    def key(index: int) -> tuple[int, ...]:
+        rows = choices[index]
+        vectors = max([v for v in range(1, available + 1) if row_limit(v, lanes) >= rows], default=1)
+        return (*tile_key(rows, vectors, lanes), rows)
+
+    return max(range(len(choices)), key=key)
