@@ -68,11 +68,11 @@ from metasched.space.analysis import (
     region_vars,
     vars_of,
 )
+from metasched.space.registers import best_rows
 from metasched.space.rules import SketchRule, try_on_copy
 from tir.ir import IntImm, IterKind, Var
 from tir.schedule import Schedule, ScheduleError
 from tir.schedule.handles import BlockRV, LoopRV
-from metasched.space.registers import best_rows
 from tir.target import Target
 from tir.transform.split_prepack import layout_free_names
 
