@@ -333,8 +333,11 @@ def _register_tile(
 
 def _rows_of(extent: int, inst: Any, limit: int) -> int:
     """A row tile on a loop of ``extent`` sampled by ``inst``: its largest divisor within
-    ``limit`` and the sample's innermost bound."""
-    return _divisor_at_most(extent, min(limit, int(inst.kwargs.get("max_innermost_factor", 64))))
+    ``limit`` and the sample's innermost bound, a multiple of 4 or not (wav2vec2's 3-tap
+    convolution over 800 pixels, 512 -> 512, Zen 3: 12.4 ms as 5 rows x 2 vectors, 13.9 ms as
+    4 x 2, the two built side by side in one process)."""
+    limit = min(limit, int(inst.kwargs.get("max_innermost_factor", 64)))
+    return max(d for d in range(1, min(extent, limit) + 1) if extent % d == 0)
 
 
 def _product(values: Any) -> int:

@@ -356,6 +356,10 @@ def test_register_tiles_fit_the_avx2_register_file_with_their_operands() -> None
         rows = int(np.prod([size for pos, size in tile.items() if pos != 10]))
         assert rows * vectors + vectors + 1 <= 16, (pixels, tile)
     assert _register_tile(spatial, {3: 1, 5: 56, 7: 56, 10: 64}, 8, max_vectors=4, panel=8) == {10: 16, 5: 4}
+    # Rows take the largest divisor that fits, not a multiple of 4: 800 pixels (wav2vec2's
+    # 799, padded) as 5 rows x 2 vectors, 10 accumulators against 8 for 4 x 2.
+    one_loop = [(5, _Sample(4)), (10, _Sample(4, 8))]
+    assert _register_tile(one_loop, {5: 800, 10: 64}, 8, max_vectors=4, panel=8) == {10: 16, 5: 5}
     assert [row_limit(v, 8) for v in (1, 2, 3, 4)] == [12, 6, 4, 2]
     assert [row_limit(v, 16) for v in (1, 2, 3, 4)] == [24, 12, 8, 6]
     # A tail sketch's pixels per tile: 6 x 2 vectors with AVX2, 8 x 3 with AVX-512; one vector
