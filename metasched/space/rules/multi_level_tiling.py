@@ -68,7 +68,7 @@ from metasched.space.analysis import (
     region_vars,
     vars_of,
 )
-from metasched.space.registers import best_rows
+from metasched.space.registers import best_rows, row_limit
 from metasched.space.rules import SketchRule, try_on_copy
 from tir.ir import IntImm, IterKind, Var
 from tir.schedule import Schedule, ScheduleError
@@ -131,24 +131,30 @@ TAIL_FACTORS = (3, 4, 5, 6, 8)
 TAIL_MAX_PIXELS = 64
 
 
-def tail_factors(pixels: int | None) -> list[int]:
+def tail_factors(pixels: int | None, lanes: int = 16) -> list[int]:
     """Register-tile pixel counts that leave a partial last tile over ``pixels`` pixels (those
     that divide it are the perfectly tiled sketches' business); none past ``TAIL_MAX_PIXELS``
     unless no perfect tile of 4 pixels or more exists (``awkward_pixels``)."""
-    if pixels is None or (pixels > TAIL_MAX_PIXELS and not awkward_pixels(pixels)):
+    if pixels is None or (pixels > TAIL_MAX_PIXELS and not awkward_pixels(pixels, lanes)):
         return []
     return [factor for factor in TAIL_FACTORS if factor < pixels and pixels % factor]
 
 
-def awkward_pixels(pixels: int | None) -> bool:
-    """Whether a pixel count past ``TAIL_MAX_PIXELS`` has no register-tile divisor (4 to 12):
-    Inception v3's 71 x 71 and 17 x 17 outputs, 73 x 73 (squares of primes). The perfectly
-    tiled sketches then keep one pixel per register tile and few parallel chunks (a 3x3
-    convolution 73 x 73, 80 -> 192 at 2 threads: 15 ms; with 72 x 72 outputs 5.5 ms), so tail
-    sketches are made for them (``AWKWARD_SUFFIX``), default schedules included, and preferred.
-    A count with a divisor up to 12 tiles perfectly: SqueezeNet's 111 x 111 stem (9 = 3 x 3
-    pixels a tile) ran 0.67 ms as a tail sketch against 0.25-0.35 ms perfectly tiled."""
-    return pixels is not None and pixels > TAIL_MAX_PIXELS and not any(pixels % d == 0 for d in range(4, 13))
+def awkward_pixels(pixels: int | None, lanes: int = 16) -> bool:
+    """Whether a pixel count past ``TAIL_MAX_PIXELS`` has no register-tile divisor, from 4
+    up to the rows a tile of two vectors may take (``row_limit``: 12 with AVX-512, 6 with AVX2,
+    whose 7 to 12 rows leave one vector: a broadcast per FMA): Inception v3's 71 x 71 and
+    17 x 17 outputs, 73 x 73 (squares of primes), and with AVX2 also wav2vec2's 399 and 99 (3-tap
+    convolutions 512 -> 512 on a Zen 3, 1 thread: 8.4 and 1.7 ms as tail sketches of 6 x 2
+    against 10.1 and 3.3 ms perfectly tiled, one vector wide). The perfectly tiled sketches keep few
+    accumulators (or one pixel per register tile and few parallel chunks: a 3x3 convolution
+    73 x 73, 80 -> 192 at 2 threads, 15 ms; with 72 x 72 outputs 5.5 ms), so tail sketches are
+    made for them (``AWKWARD_SUFFIX``), default schedules included, and preferred. A count with
+    such a divisor tiles perfectly: SqueezeNet's 111 x 111 stem (9 = 3 x 3 pixels a tile) ran
+    0.67 ms as a tail sketch against 0.25-0.35 ms perfectly tiled (AVX-512); its short reduction
+    (``SHORT_REDUCTION``) keeps it perfectly tiled with AVX2 too (``_awkward_lanes``)."""
+    top = row_limit(2, lanes)
+    return pixels is not None and pixels > TAIL_MAX_PIXELS and not any(pixels % d == 0 for d in range(4, top + 1))
 
 
 def padded_vector_extent(extent: int, width: int) -> int:
@@ -300,6 +306,15 @@ class MultiLevelTiling(SketchRule):
                     results += [s for s in sketches if s is not padded]
         return results or [sch]
 
+    def _awkward_lanes(self, info: BlockInfo) -> int:
+        """The lanes ``awkward_pixels`` judges this block's pixels by: the target's, except that a
+        short reduction (``SHORT_REDUCTION``) is judged as with AVX-512: its tile's fused-pixel
+        indexing costs more than the accumulators it gains (SqueezeNet's 111 x 111 stem, 27
+        products per output, Zen 3: 1.01 ms as a 6 x 2 tail sketch, 0.73 ms as 9 x 1)."""
+        reduced = math.prod(info.extents.get(var, SHORT_REDUCTION + 1) for var in info.reduce)
+        lanes = max(1, self.target.vector_bytes // 4)
+        return lanes if reduced > SHORT_REDUCTION else max(lanes, 16)
+
     def padding(self, info: BlockInfo, prepacked: frozenset[str] = frozenset()) -> list[int] | None:
         """``pad_einsum``'s multiples for the block's iterators when some extent is awkward
         (``padded_vector_extent``, ``padded_row_extent``); None when none is. Only iterators
@@ -367,7 +382,8 @@ class MultiLevelTiling(SketchRule):
                 if tiled is not None:
                     results.append(tiled)
         pixels = _pixel_count(info)
-        if (self.tails or (self.awkward_tails and awkward_pixels(pixels))) and tail_factors(pixels):
+        lanes = self._awkward_lanes(info)
+        if (self.tails or (self.awkward_tails and awkward_pixels(pixels, lanes))) and tail_factors(pixels, lanes):
             # Last, so that default schedules (which keep the first of equally preferred
             # sketches) never start from an unmeasured tile shape.
             for pack in packs[1:]:
@@ -523,7 +539,7 @@ class MultiLevelTiling(SketchRule):
             # The pixels as one loop, in register tiles that need not divide it: the last tile
             # is cut short (a predicate, which lowering's partition_tails takes out of the full
             # tiles). No output stage: an epilogue's region per tile would not be a box.
-            factors = tail_factors(_pixel_count(info))
+            factors = tail_factors(_pixel_count(info), self._awkward_lanes(info))
             pixels = [handle_of[var] for var in spatial[:-1]]
             fused = sch.fuse(*pixels) if len(pixels) > 1 else pixels[0]
             # The tile that fills the register file best first (the default schedule's; the
@@ -582,7 +598,8 @@ class MultiLevelTiling(SketchRule):
         order += [t[4] for t in spatial_tiles if len(t) > 4]  # a packed loop's lanes
         sch.reorder(*order)
         structure = EPILOGUE_AT_REGISTERS_STRUCTURE if at_registers else self.structure
-        suffix = (AWKWARD_SUFFIX if awkward_pixels(_pixel_count(info)) else "") + TAIL_SUFFIX if tail else ""
+        lanes = self._awkward_lanes(info)
+        suffix = (AWKWARD_SUFFIX if awkward_pixels(_pixel_count(info), lanes) else "") + TAIL_SUFFIX if tail else ""
         sch.annotate(block, TILED, structure + suffix + (ROWS_SUFFIX if rows else ""))
         for name in row_stages or ():
             # In program order: each stage's producers are at the tile already.
