@@ -318,11 +318,12 @@ def _register_tile(
                     if more > 1:
                         candidates.append(({pos: rows, other: more}, rows * more))
         for row_tile, rows in candidates:
-            # most accumulators (AVX2: then two vectors over one), then rows on one loop, then more rows (each vector of the weight
-            # panel loaded serves them all: a 10 x 2-vector tile of a 50-row dense ran 143
-            # GFLOP/s against 108 for 5 x 4 on an AVX-512 Xeon, its panels streaming from L2),
-            # then wider vectors, then the longer row loop (rows on two loops only for more
-            # accumulators: 16 rows of one vector load more per FMA than 8 rows of two)
+            # most accumulators (AVX2: then two vectors over one, ``tile_key``), then rows on one
+            # loop, then more rows (each vector of the weight panel loaded serves them all: a
+            # 10 x 2-vector tile of a 50-row dense ran 143 GFLOP/s against 108 for 5 x 4 on an
+            # AVX-512 Xeon, its panels streaming from L2), then wider vectors, then the longer
+            # row loop (rows on two loops only for more accumulators: 16 rows of one vector load
+            # more per FMA than 8 rows of two)
             longest = max((extents[pos] for pos in row_tile), default=0)
             key = (*tile_key(rows, vectors, lanes), -len(row_tile), rows, vector, longest)
             if best is None or key > best[0]:

@@ -14,8 +14,8 @@ __all__ = ["best_rows", "register_count", "row_limit", "tile_key"]
 
 
 def register_count(lanes: int) -> int:
-    """Vector registers of a target whose float32 vectors have ``lanes`` lanes: 32 with AVX-512
-    (and SVE/NEON-class targets of 16 lanes), 16 otherwise."""
+    """Vector registers of a target whose float32 vectors have ``lanes`` lanes: 32 with AVX-512,
+    16 otherwise (AVX2; AArch64's 32 NEON registers of 4 lanes are counted as 16: conservative)."""
     return 32 if lanes >= 16 else 16
 
 
