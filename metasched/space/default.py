@@ -30,7 +30,7 @@ import copy
 from typing import Any
 
 from metasched.space.analysis import TILED, UNROLL
-from metasched.space.registers import row_limit, tile_key
+from metasched.space.registers import most_vectors, row_limit, tile_key
 from metasched.space.rules.add_rfactor import LANES_STRUCTURE
 from metasched.space.rules.multi_level_tiling import (
     AWKWARD_SUFFIX,
@@ -294,7 +294,7 @@ def _register_tile(
     if not spatial:
         return {}
     if fixed_rows > 1:
-        max_vectors = max([v for v in range(1, max_vectors + 1) if row_limit(v, lanes) >= fixed_rows], default=1)
+        max_vectors = most_vectors(fixed_rows, lanes, max_vectors)
     vector_pos, vector_inst = spatial[-1]
     # A packed loop's sample counts panels, its limit too.
     vector_limit = int(vector_inst.kwargs.get("max_innermost_factor", 64)) * panel

@@ -10,7 +10,7 @@ is 17: one accumulator spills, and its store -> load chain through the stack run
 
 from __future__ import annotations
 
-__all__ = ["best_rows", "register_count", "row_limit", "tile_key"]
+__all__ = ["best_rows", "most_vectors", "register_count", "row_limit", "tile_key"]
 
 
 def register_count(lanes: int) -> int:
@@ -30,6 +30,16 @@ def row_limit(vectors: int, lanes: int) -> int:
     """
     registers = register_count(lanes)
     return min(registers * 3 // 4 // vectors, (registers - vectors - 1) // vectors)
+
+
+def most_vectors(rows: int, lanes: int, limit: int) -> int:
+    """The most vectors, up to ``limit``, a register tile of ``rows`` rows leaves room for
+    (``row_limit``); 1 when even one does not.
+
+    >>> most_vectors(6, 8, 4), most_vectors(8, 8, 4), most_vectors(8, 16, 4)
+    (2, 1, 3)
+    """
+    return max([v for v in range(1, limit + 1) if row_limit(v, lanes) >= rows], default=1)
 
 
 def tile_key(rows: int, vectors: int, lanes: int) -> tuple[int, int]:
@@ -60,7 +70,6 @@ def best_rows(choices: list[int], vector_extent: int, lanes: int, max_vectors: i
 
     def key(index: int) -> tuple[int, ...]:
         rows = choices[index]
-        vectors = max([v for v in range(1, available + 1) if row_limit(v, lanes) >= rows], default=1)
-        return (*tile_key(rows, vectors, lanes), rows)
+        return (*tile_key(rows, most_vectors(rows, lanes, available), lanes), rows)
 
     return max(range(len(choices)), key=key)

@@ -221,6 +221,12 @@ def _computed_from(sch: Schedule, prepacked: frozenset[str]) -> frozenset[str]:
     return frozenset(names)
 
 
+def _reduced(info: BlockInfo) -> int:
+    """Products summed per output: the reduction extents' product, an extent that is not
+    constant counted as past ``SHORT_REDUCTION``."""
+    return math.prod(info.extents.get(var, SHORT_REDUCTION + 1) for var in info.reduce)
+
+
 def _pixel_count(info: BlockInfo) -> int | None:
     """The number of pixels: the product of the extents of every spatial iterator but the
     vectorized (last) one; None when there are none or an extent is not constant."""
@@ -306,14 +312,17 @@ class MultiLevelTiling(SketchRule):
                     results += [s for s in sketches if s is not padded]
         return results or [sch]
 
+    def _float_lanes(self) -> int:
+        """float32 lanes of one of the target's vectors."""
+        return max(1, self.target.vector_bytes // 4)
+
     def _awkward_lanes(self, info: BlockInfo) -> int:
         """The lanes ``awkward_pixels`` judges this block's pixels by: the target's, except that a
         short reduction (``SHORT_REDUCTION``) is judged as with AVX-512: its tile's fused-pixel
         indexing costs more than the accumulators it gains (SqueezeNet's 111 x 111 stem, 27
         products per output, Zen 3: 1.01 ms as a 6 x 2 tail sketch, 0.73 ms as 9 x 1)."""
-        reduced = math.prod(info.extents.get(var, SHORT_REDUCTION + 1) for var in info.reduce)
-        lanes = max(1, self.target.vector_bytes // 4)
-        return lanes if reduced > SHORT_REDUCTION else max(lanes, 16)
+        lanes = self._float_lanes()
+        return lanes if _reduced(info) > SHORT_REDUCTION else max(lanes, 16)
 
     def padding(self, info: BlockInfo, prepacked: frozenset[str] = frozenset()) -> list[int] | None:
         """``pad_einsum``'s multiples for the block's iterators when some extent is awkward
@@ -326,8 +335,8 @@ class MultiLevelTiling(SketchRule):
         multiples: list[int] = []
         changed = False
         vector_var = info.spatial[-1]
-        width = max(1, self.target.vector_bytes // 4)
-        reduced = math.prod(info.extents.get(var, SHORT_REDUCTION + 1) for var in info.reduce)
+        width = self._float_lanes()
+        reduced = _reduced(info)
         for iv in info.block.iter_vars:
             var = iv.var
             extent = info.extents.get(var)
@@ -544,7 +553,7 @@ class MultiLevelTiling(SketchRule):
             fused = sch.fuse(*pixels) if len(pixels) > 1 else pixels[0]
             # The tile that fills the register file best first (the default schedule's; the
             # search mutates it): 6 pixels x 2 vectors with AVX2, 8 x 3 with AVX-512.
-            lanes = max(1, self.target.vector_bytes // 4)
+            lanes = self._float_lanes()
             vector_extent = info.extents.get(info.spatial[-1])
             first = best_rows(
                 factors, vector_extent if isinstance(vector_extent, int) else lanes, lanes, 4 if pack else 2
