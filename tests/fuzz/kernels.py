@@ -201,6 +201,43 @@ def pad2d_sum(A: T.Buffer((5, 7), "float32"), S: T.Buffer((7,), "float32")):
             S[vi] += P[vi, vk]
 
 
+@T.script
+def conv1d_constant_taps(A: T.Buffer((20,), "float32"), C: T.Buffer((18,), "float32")):
+    taps = T.allocate_const([0.25, 0.5, 0.25], "float32", [3])
+    B = T.alloc_buffer((18,), "float32")
+    for i, k in T.grid(18, 3):
+        with T.block("B"):
+            vi, vk = T.remap("SR", i, k)
+            with T.init():
+                B[vi] = 0.0
+            B[vi] += A[vi + vk] * taps[vk]
+    for i in range(18):
+        with T.block("C"):
+            vi = T.remap("S", i)
+            C[vi] = T.max(B[vi], 0.0)
+
+
+@T.script
+def argmax_rows(A: T.Buffer((6, 20), "float32"), arg: T.Buffer((6,), "int32")):
+    # topi's argmax form (equal values keep the smaller index): rfactor may split it anywhere.
+    idx = T.alloc_buffer((6,), "int32")
+    best = T.alloc_buffer((6,), "float32")
+    for i, k in T.grid(6, 20):
+        with T.block("argmax"):
+            vi, vk = T.remap("SR", i, k)
+            with T.init():
+                idx[vi] = -1
+                best[vi] = T.min_value("float32")
+            new_idx: T.int32 = T.Select(best[vi] > A[vi, vk] or (best[vi] == A[vi, vk] and idx[vi] < vk), idx[vi], vk)
+            new_best: T.float32 = T.Select(best[vi] > A[vi, vk], best[vi], A[vi, vk])
+            idx[vi] = new_idx
+            best[vi] = new_best
+    for i in range(6):
+        with T.block("arg"):
+            vi = T.remap("S", i)
+            arg[vi] = idx[vi]
+
+
 # ---------------------------------------------------------------- convolutions
 
 
@@ -648,7 +685,7 @@ KERNELS: dict[str, PrimFunc] = {
     for func in [
         matmul_odd, matmul_nt, matmul_bias_relu, batch_matmul, gemv, int8_matmul, int8_dense_requant,
         transpose2d, transpose3d_add, reverse_gather, concat, upsample_nearest,
-        pad_1d, pad2d_sum,
+        pad_1d, pad2d_sum, conv1d_constant_taps, argmax_rows,
         conv1d_nwc_strided_dilated, conv1d_ncw_padded, conv2d_nhwc_stride2_pad, conv2d_nchw_dilated,
         conv2d_nhwc_1x1, depthwise_conv2d_nhwc, depthwise_conv2d_nchw_stride2, grouped_conv2d_nchw,
         conv1d_transpose,
@@ -699,6 +736,8 @@ REFERENCES: dict[str, Reference] = {
     "int8_matmul": lambda A, B, C: {"C": A.astype(np.int32) @ B.astype(np.int32)},
     "transpose2d": lambda A, B: {"B": A.T},
     "pad_1d": lambda A, P: {"P": np.pad(A * 2.0, 1)},
+    "argmax_rows": lambda A, arg: {"arg": A.argmax(1).astype(np.int32)},
+    "conv1d_constant_taps": lambda A, C: {"C": np.maximum(np.convolve(A, [0.25, 0.5, 0.25], "valid"), 0.0)},
     "conv2d_nchw_dilated": lambda data, weight, out: {"out": _conv2d_nchw(data, weight, 1, 2)},
     "softmax": lambda A, B: {"B": np.exp(A - A.max(1, keepdims=True)) / np.exp(A - A.max(1, keepdims=True)).sum(1, keepdims=True)},
     "row_col_sums": lambda A, R, C: {"R": A.sum(1), "C": A.sum(0)},

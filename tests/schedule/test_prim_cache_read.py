@@ -216,6 +216,20 @@ def test_cache_read_both_matmul_operands(golden) -> None:  # type: ignore[no-unt
     check_schedule(sch, matmul, golden, "schedule/cache_read_matmul")
 
 
+def test_cache_read_and_cache_write_take_a_buffer_by_name() -> None:
+    """TVM's ``cache_read("C", "A", "global")``: block and buffer by name, the same program and a
+    trace that replays; a name the block does not read is refused with the names it does."""
+    by_index, by_name = Schedule(matmul), Schedule(matmul)
+    by_index.cache_read(by_index.get_block("C"), 1, "global")
+    by_index.cache_write(by_index.get_block("C"), 0, "local")
+    by_name.cache_read("C", "A", "global")
+    by_name.cache_write("C", "C", "local")
+    tir.assert_structural_equal(by_name.func, by_index.func)
+    check_replay(by_name, matmul)
+    with pytest.raises(ScheduleError, match=r"buffer index 'D' is out of range: the block reads 3 buffer\(s\)"):
+        Schedule(matmul).cache_read("C", "D", "global")
+
+
 def test_cache_read_copies_only_the_region_read(golden) -> None:  # type: ignore[no-untyped-def]
     sch = Schedule(window)
     sch.cache_read(sch.get_block("B"), 0, "global")
@@ -454,9 +468,155 @@ def test_cache_read_for_a_consumer_after_the_loop_goes_before_it() -> None:
     assert text.index('T.block("A_global")') > text.index('T.block("B")')
 
 
-def test_cache_read_refuses_consumers_on_both_sides_of_the_producer_loop_end() -> None:
-    sch = Schedule(tile_producer)
-    before = sch.func
-    with pytest.raises(ScheduleError, match="A is written between the place of the copy and the last consumer"):
-        sch.cache_read(sch.get_block("B"), 0, "global", consumer_blocks=[sch.get_block("B"), sch.get_block("C")])
-    assert sch.func is before
+def test_cache_read_for_consumers_on_both_sides_of_the_producer_loop_end(golden) -> None:  # type: ignore[no-untyped-def]
+    # TVM's test_cache_read_location, consumer_blocks=[B, C] (also what TVM does by default):
+    # the copy goes after the producer inside loop i, copying one tile per iteration; B reads
+    # it in the same iteration, C after the loop, when the copies of all iterations together
+    # hold all of A (each tile is copied after its last write, and the tiles cover A[0:64]).
+    sch = Schedule(tile_producer, debug=True)
+    sch.cache_read(sch.get_block("B"), 0, "global", consumer_blocks=[sch.get_block("B"), sch.get_block("C")])
+    assert read_buffers(sch, "B") == read_buffers(sch, "C") == ["A_global"]
+    assert loop_extents(sch, "A_global") == [4, 16]
+    check_schedule(sch, tile_producer, golden, "schedule/cache_read_both_sides_of_tile_producer")
+
+
+@T.script
+def tile_producer_cached(X: T.Buffer((64,), "float32"), B: T.Buffer((64,), "float32"), C: T.Buffer((64,), "float32")):
+    A = T.alloc_buffer((64,), "float32")
+    A_global = T.alloc_buffer((64,), "float32")
+    for i in range(4):
+        for j in range(16):
+            with T.block("A"):
+                vi = T.spatial_axis(64, i * 16 + j)
+                A[vi] = X[vi] + 1.0
+        for ax0 in range(16):
+            with T.block("A_global"):
+                v0 = T.spatial_axis(64, i * 16 + ax0)
+                A_global[v0] = A[v0]
+        for j in range(16):
+            with T.block("B"):
+                vi = T.spatial_axis(64, i * 16 + j)
+                B[vi] = A_global[vi] * 2.0
+    for i in range(64):
+        with T.block("C"):
+            vi = T.spatial_axis(64, i)
+            C[vi] = A_global[vi] + 3.0
+
+
+@pytest.mark.parametrize("use_block_name", [False, True], ids=["block_obj", "block_name"])
+def test_cache_read_location(use_block_name: bool) -> None:
+    # TVM's test_cache_read_location, all three schedules, with handles and with names.
+    def blocks(sch: Schedule, *names: str) -> list:  # type: ignore[type-arg]
+        return list(names) if use_block_name else [sch.get_block(name) for name in names]
+
+    sch = Schedule(tile_producer, debug=True)
+    (b,) = blocks(sch, "B")
+    sch.cache_read(b, 0, "global")  # ours redirects only B by default; TVM's default is [B, C]
+    assert read_buffers(sch, "B") == ["A_global"] and read_buffers(sch, "C") == ["A"]
+    check_numerics(tile_producer, sch.func)
+    check_replay(sch, tile_producer)
+
+    sch = Schedule(tile_producer, debug=True)
+    b, c = blocks(sch, "B", "C")
+    sch.cache_read(b, 0, "global", consumer_blocks=[c])
+    assert read_buffers(sch, "B") == ["A"] and read_buffers(sch, "C") == ["A_global"]
+    assert loop_extents(sch, "A_global") == [64]
+    check_numerics(tile_producer, sch.func)
+    check_replay(sch, tile_producer)
+
+    sch = Schedule(tile_producer, debug=True)
+    b, c = blocks(sch, "B", "C")
+    sch.cache_read(b, 0, "global", consumer_blocks=[b, c])
+    tir.assert_structural_equal(sch.func, tile_producer_cached)
+    check_numerics(tile_producer, sch.func)
+    check_replay(sch, tile_producer)
+
+
+@T.script
+def rewritten_after_copy(X: T.Buffer((64,), "float32"), B: T.Buffer((64,), "float32"), C: T.Buffer((64,), "float32")):
+    A = T.alloc_buffer((64,), "float32")
+    for i in range(4):
+        for j in range(16):
+            with T.block("A"):
+                vi = T.spatial_axis(64, i * 16 + j)
+                A[vi] = X[vi] + 1.0
+        for j in range(16):
+            with T.block("B"):
+                vi = T.spatial_axis(64, i * 16 + j)
+                B[vi] = A[vi] * 2.0
+        for j in range(16):
+            with T.block("A2"):
+                vi = T.spatial_axis(64, i * 16 + j)
+                A[vi] = A[vi] + 5.0
+    for i in range(64):
+        with T.block("C"):
+            vi = T.spatial_axis(64, i)
+            C[vi] = A[vi] + 3.0
+
+
+@T.script
+def strided_tiles(A: T.Buffer((128,), "float32"), B: T.Buffer((128,), "float32"), C: T.Buffer((128,), "float32")):
+    for i in range(4):
+        for j in range(16):
+            with T.block("A"):
+                vi = T.spatial_axis(128, i * 32 + j)
+                A[vi] = A[vi] + 1.0
+        for j in range(16):
+            with T.block("B"):
+                vi = T.spatial_axis(128, i * 32 + j)
+                B[vi] = A[vi] * 2.0
+    for i in range(128):
+        with T.block("C"):
+            vi = T.spatial_axis(128, i)
+            C[vi] = A[vi] + 3.0
+
+
+@T.script
+def short_tiles(A: T.Buffer((128,), "float32"), B: T.Buffer((128,), "float32"), C: T.Buffer((128,), "float32")):
+    for i in range(4):
+        for j in range(16):
+            with T.block("A"):
+                vi = T.spatial_axis(128, i * 16 + j)
+                A[vi] = A[vi] + 1.0
+        for j in range(16):
+            with T.block("B"):
+                vi = T.spatial_axis(128, i * 16 + j)
+                B[vi] = A[vi] * 2.0
+    for i in range(128):
+        with T.block("C"):
+            vi = T.spatial_axis(128, i)
+            C[vi] = A[vi] + 3.0
+
+
+@T.script
+def parallel_tiles(X: T.Buffer((64,), "float32"), B: T.Buffer((64,), "float32"), C: T.Buffer((64,), "float32")):
+    A = T.alloc_buffer((64,), "float32")
+    for i in T.parallel(4):
+        for j in range(16):
+            with T.block("A"):
+                vi = T.spatial_axis(64, i * 16 + j)
+                A[vi] = X[vi] + 1.0
+        for j in range(16):
+            with T.block("B"):
+                vi = T.spatial_axis(64, i * 16 + j)
+                B[vi] = A[vi] * 2.0
+    for i in range(64):
+        with T.block("C"):
+            vi = T.spatial_axis(64, i)
+            C[vi] = A[vi] + 3.0
+
+
+@pytest.mark.parametrize(
+    "program,message",
+    [
+        (rewritten_after_copy, r"A is written in the loop nest of the copy after the copy; 'C', after the nest"),
+        (strided_tiles, r"cannot prove the copies in the loop nest cover what 'C' read of A after it \(loop i steps"),
+        (short_tiles, r"the copies in the loop nest cover .* of dimension 0 of A, but 'C' after it read"),
+        (parallel_tiles, r"loop i around the copy is parallel; 'C', after it, read what the last iteration copied"),
+    ],
+    ids=["written_after_copy", "gap", "not_covered", "parallel"],
+)
+def test_cache_read_refuses_a_consumer_after_the_loop_it_cannot_prove(program: tir.PrimFunc, message: str) -> None:
+    sch = Schedule(program)
+    b, c = sch.get_block("B"), sch.get_block("C")
+    refused(sch, program, message, b, 0, "global", consumer_blocks=[b, c])

@@ -351,8 +351,29 @@ def test_cache_write_rejects_two_write_regions_of_the_buffer() -> None:
     refused(Schedule(two_regions), two_regions, r"the block lists 2 write regions of B")
 
 
-def test_cache_write_rejects_a_block_writing_a_region() -> None:
-    refused(Schedule(rows), rows, r"each instance must write one element of B, but the block writes a region")
+def test_cache_write_of_a_tile_written_by_a_loop_of_stores() -> None:
+    sch = Schedule(rows, debug=True)
+    sch.cache_write(sch.get_block("B"), 0, "local")
+    check_numerics(rows, sch.func)
+    check_replay(sch, rows)
+
+
+@T.script
+def rows_then_shift(A: T.Buffer((16, 4), "float32"), B: T.Buffer((16, 4), "float32")):
+    for i in range(16):
+        with T.block("B"):
+            vi = T.remap("S", i)
+            for j in range(4):
+                B[vi, j] = A[vi, j] * 2.0
+            B[vi, 0] = B[vi, 3]
+
+
+def test_cache_write_rejects_a_tile_accessed_outside_a_child_block() -> None:
+    refused(
+        Schedule(rows_then_shift),
+        rows_then_shift,
+        r"the block writes a tile of B and accesses it outside a child block \(other than a nest of loops",
+    )
 
 
 def test_cache_write_rejects_a_block_under_an_if() -> None:
@@ -434,3 +455,348 @@ def test_cache_write_copies_back_before_a_consumer_in_the_same_loop(golden) -> N
     sch = Schedule(tile_producer, debug=True)
     sch.cache_write(sch.get_block("A"), 0, "global")
     check_schedule(sch, tile_producer, golden, "schedule/cache_write_before_tile_consumer")
+
+
+# ---------------------------------------------------------------- consumer_blocks (TVM's test_cache_write_location)
+
+
+def write_block_buffers(sch: Schedule, name: str) -> tuple[list[str], list[str]]:
+    block = block_node(sch, name)
+    return [r.buffer.name for r in block.reads], [w.buffer.name for w in block.writes]
+
+
+@pytest.mark.parametrize(
+    "consumers,golden_name",
+    [(["B"], "cache_write_location_b"), (["C"], "cache_write_location_c"), (["B", "C"], "cache_write_location_bc")],
+    ids=["B", "C", "B_C"],
+)
+def test_cache_write_location(golden, consumers: list[str], golden_name: str) -> None:  # type: ignore[no-untyped-def]
+    # TVM's test_cache_write_location: the named consumers read A_global; the copy back goes
+    # before the first reader of A that is not one of them (after loop i when only C reads A,
+    # between the blocks in loop i when B does).
+    from test_prim_cache_read import tile_producer
+
+    sch = Schedule(tile_producer, debug=True)
+    sch.cache_write(sch.get_block("A"), 0, "global", consumer_blocks=[sch.get_block(name) for name in consumers])
+    for name in ("B", "C"):
+        assert write_block_buffers(sch, name)[0] == (["A_global"] if name in consumers else ["A"])
+    check_schedule(sch, tile_producer, golden, f"schedule/{golden_name}")
+
+    by_name = Schedule(tile_producer, debug=True)
+    by_name.cache_write("A", 0, "global", consumer_blocks=consumers)
+    tir.assert_structural_equal(by_name.func, sch.func)
+    check_replay(by_name, tile_producer)
+
+
+@T.script
+def under_scope(B: T.Buffer((128, 128), "float32"), C: T.Buffer((128, 128), "float32")):
+    A = T.alloc_buffer((128, 128), "float32")
+    for i0, j0 in T.grid(8, 8):
+        with T.block("scope"):
+            i, j = T.remap("SS", i0, j0)
+            for x, y in T.grid(16, 16):
+                with T.block("A"):
+                    vi = T.spatial_axis(128, i * 16 + x)
+                    vj = T.spatial_axis(128, j * 16 + y)
+                    A[vi, vj] = T.cast(vi * 128 + vj, "float32")
+            for x, y in T.grid(16, 16):
+                with T.block("B"):
+                    vi = T.spatial_axis(128, i * 16 + x)
+                    vj = T.spatial_axis(128, j * 16 + y)
+                    B[vi, vj] = A[vi, vj] + 1.0
+    for i, j in T.grid(128, 128):
+        with T.block("C"):
+            vi, vj = T.remap("SS", i, j)
+            C[vi, vj] = A[vi, vj] * 2.0
+
+
+@pytest.mark.parametrize("use_block_name", [False, True], ids=["block_obj", "block_name"])
+def test_cache_write_under_scope(golden, use_block_name: bool) -> None:  # type: ignore[no-untyped-def]
+    # TVM's test_cache_write_under_scope: A and B are cached inside the block "scope", then the
+    # tile of A each instance of "scope" writes is cached as a whole and copied back after
+    # its loops.
+    sch = Schedule(under_scope, debug=True)
+    for name, scope in (("A", "local"), ("B", "global"), ("scope", "global")):
+        sch.cache_write(name if use_block_name else sch.get_block(name), 0, scope)
+    assert write_block_buffers(sch, "scope")[1] == ["A_global", "B"]
+    assert write_block_buffers(sch, "C")[0] == ["A"]
+    if use_block_name:
+        check_numerics(under_scope, sch.func)
+        check_replay(sch, under_scope)
+    else:
+        check_schedule(sch, under_scope, golden, "schedule/cache_write_under_scope")
+
+
+def test_cache_write_of_a_blockized_block(golden) -> None:  # type: ignore[no-untyped-def]
+    sch = Schedule(pipeline, debug=True)
+    i, _ = sch.get_loops(sch.get_block("B"))
+    _, inner = sch.split(i, [None, 4])
+    outer = sch.blockize(inner)
+    sch.cache_write(outer, 0, "local")
+    assert write_block_buffers(sch, "B_o")[1] == ["B_local"]
+    check_schedule(sch, pipeline, golden, "schedule/cache_write_blockized")
+
+
+@T.script
+def read_more(A: T.Buffer((16,), "float32"), B: T.Buffer((16,), "float32"), C: T.Buffer((16,), "float32")):
+    for i in range(8):
+        with T.block("B"):
+            vi = T.remap("S", i)
+            B[vi] = A[vi] * 2.0
+    for i in range(16):
+        with T.block("C"):
+            vi = T.remap("S", i)
+            C[vi] = B[vi]
+
+
+@T.script
+def read_before(A: T.Buffer((16,), "float32"), C: T.Buffer((16,), "float32")):
+    B = T.alloc_buffer((16,), "float32")
+    for i in range(16):
+        with T.block("B"):
+            vi = T.remap("S", i)
+            B[vi] = A[vi] * 2.0
+    for i in range(4):
+        for j in range(4):
+            with T.block("C"):
+                vi = T.spatial_axis(16, i * 4 + j)
+                C[vi] = B[vi]
+        for j in range(4):
+            with T.block("D"):
+                vi = T.spatial_axis(16, i * 4 + j)
+                B[vi] = B[vi] + 1.0
+
+
+@T.script
+def previous_tile(A: T.Buffer((16,), "float32"), C: T.Buffer((16,), "float32")):
+    B = T.alloc_buffer((16,), "float32")
+    for i in range(4):
+        for j in range(4):
+            with T.block("B"):
+                vi = T.spatial_axis(16, i * 4 + j)
+                B[vi] = A[vi] * 2.0
+        for j in range(4):
+            with T.block("C"):
+                vi = T.spatial_axis(16, i * 4 + j)
+                C[vi] = B[vi // 2]
+
+
+@T.script
+def late_consumer(A: T.Buffer((16,), "float32"), C: T.Buffer((16,), "float32")):
+    B = T.alloc_buffer((16,), "float32")
+    for i in range(4):
+        for j in range(4):
+            with T.block("C"):
+                vi = T.spatial_axis(16, i * 4 + j)
+                C[vi] = B[vi]
+        for j in range(4):
+            with T.block("B"):
+                vi = T.spatial_axis(16, i * 4 + j)
+                B[vi] = A[vi] * 2.0
+
+
+@T.script
+def overwritten(A: T.Buffer((16,), "float32"), C: T.Buffer((16,), "float32")):
+    B = T.alloc_buffer((16,), "float32")
+    for i in range(16):
+        with T.block("B"):
+            vi = T.remap("S", i)
+            B[vi] = A[vi] * 2.0
+    for i in range(16):
+        with T.block("W"):
+            vi = T.remap("S", i)
+            B[vi] = B[vi] + 1.0
+    for i in range(16):
+        with T.block("C"):
+            vi = T.remap("S", i)
+            C[vi] = B[vi]
+
+
+@T.script
+def consumer_in_tile(A: T.Buffer((16,), "float32"), C: T.Buffer((16,), "float32")):
+    B = T.alloc_buffer((16,), "float32")
+    for i in range(16):
+        with T.block("B"):
+            vi = T.remap("S", i)
+            B[vi] = A[vi] * 2.0
+    for o in range(4):
+        with T.block("outer"):
+            vo = T.remap("S", o)
+            for j in range(4):
+                with T.block("C"):
+                    vi = T.spatial_axis(16, vo * 4 + j)
+                    C[vi] = B[vi]
+
+
+@pytest.mark.parametrize(
+    "program,consumer,message",
+    [
+        (read_more, "B", r"consumer block 'B' is the block itself"),
+        (pipeline, "B", r"consumer block 'B' is the block itself"),
+        (overwritten, "W", r"consumer block 'W' writes B as well"),
+        (read_more, "C", r"cannot prove consumer block 'C' reads only elements of B the block wrote before it"),
+        (previous_tile, "C", r"cannot prove consumer block 'C' reads only elements of B the block wrote before it"),
+        (late_consumer, "C", r"consumer block 'C' runs before the block"),
+        (overwritten, "C", r"B is written between the block and consumer block 'C'"),
+        (consumer_in_tile, "C", r"consumer block 'C' is not in the block scope of 'B'"),
+    ],
+    ids=["itself", "itself_2", "writer", "unwritten", "earlier_tile", "before", "overwritten", "other_scope"],
+)
+def test_cache_write_refuses_a_consumer_that_cannot_read_the_cache(
+    program: tir.PrimFunc, consumer: str, message: str
+) -> None:
+    sch = Schedule(program)
+    before = sch.func
+    with pytest.raises(ScheduleError, match=message):
+        sch.cache_write(sch.get_block("B"), 0, "local", consumer_blocks=[sch.get_block(consumer)])
+    assert sch.func is before
+
+
+def test_cache_write_refuses_a_consumer_that_does_not_read_the_buffer() -> None:
+    from test_prim_cache_read import tile_producer
+
+    sch = Schedule(tile_producer)
+    with pytest.raises(ScheduleError, match=r"consumer block 'C' does not read B"):
+        sch.cache_write(sch.get_block("B"), 0, "local", consumer_blocks=[sch.get_block("C")])
+
+
+# ---------------------------------------------------------------- a tile per instance: preconditions
+
+
+@T.script
+def half_tile(A: T.Buffer((16,), "float32"), B: T.Buffer((16,), "float32")):
+    for o in range(4):
+        with T.block("B"):
+            vo = T.remap("S", o)
+            T.reads(A[vo * 4 : vo * 4 + 4])
+            T.writes(B[vo * 4 : vo * 4 + 4])
+            for j in range(2):
+                with T.block("inner"):
+                    vi = T.spatial_axis(16, vo * 4 + j)
+                    B[vi] = A[vi] * 2.0
+
+
+@T.script
+def reads_outside_tile(A: T.Buffer((16,), "float32"), B: T.Buffer((16,), "float32"), C: T.Buffer((16,), "float32")):
+    for o in range(4):
+        with T.block("B"):
+            vo = T.remap("S", o)
+            for j in range(4):
+                with T.block("inner"):
+                    vi = T.spatial_axis(16, vo * 4 + j)
+                    B[vi] = A[vi] * 2.0
+            for j in range(4):
+                with T.block("use"):
+                    vi = T.spatial_axis(16, vo * 4 + j)
+                    C[vi] = B[(vi + 4) % 16]
+
+
+@T.script
+def read_first_tile(A: T.Buffer((16,), "float32"), B: T.Buffer((16,), "float32"), C: T.Buffer((16,), "float32")):
+    for o in range(4):
+        with T.block("B"):
+            vo = T.remap("S", o)
+            for j in range(4):
+                with T.block("use"):
+                    vi = T.spatial_axis(16, vo * 4 + j)
+                    C[vi] = B[vi]
+            for j in range(4):
+                with T.block("inner"):
+                    vi = T.spatial_axis(16, vo * 4 + j)
+                    B[vi] = A[vi] * 2.0
+
+
+@T.script
+def gapped_tiles(A: T.Buffer((32,), "float32"), B: T.Buffer((32,), "float32")):
+    for o in range(4):
+        with T.block("B"):
+            vo = T.remap("S", o)
+            for j in range(4):
+                with T.block("inner"):
+                    vi = T.spatial_axis(32, vo * 8 + j)
+                    B[vi] = A[vi] * 2.0
+
+
+@T.script
+def predicated_tiles(A: T.Buffer((16,), "float32"), B: T.Buffer((16,), "float32")):
+    for o in range(5):
+        with T.block("B"):
+            vo = T.spatial_axis(4, o)
+            T.where(o < 4)
+            for j in range(4):
+                with T.block("inner"):
+                    vi = T.spatial_axis(16, vo * 4 + j)
+                    B[vi] = A[vi] * 2.0
+
+
+@pytest.mark.parametrize(
+    "program,message",
+    [
+        (
+            half_tile,
+            r"cannot prove its child block 'inner' writes all of the tile of B: dimension 0 is \[vo \* 4, vo \* 4 \+ 4\), it writes \[vo \* 4, vo \* 4 \+ 2\)",
+        ),
+        (reads_outside_tile, r"the block reads .* of B, outside the tile"),
+        (read_first_tile, r"the first of the statements of its body to touch B must be one child block that writes it"),
+        (gapped_tiles, r"cannot prove the instances write a dense box of B \(loop o steps index 0 by 8"),
+        (predicated_tiles, r"the block writes a tile of B under a T.where"),
+    ],
+    ids=["half_tile", "reads_outside", "reads_first", "gap", "predicate"],
+)
+def test_cache_write_refuses_a_tile_it_cannot_prove(program: tir.PrimFunc, message: str) -> None:
+    sch = Schedule(program)
+    index = [region.buffer.name for region in block_node(sch, "B").writes].index("B")
+    refused(sch, program, message, index=index)
+
+
+@pytest.mark.parametrize("loop", ["j", "k"])
+def test_cache_write_of_a_blockized_reduction(golden, loop: str) -> None:  # type: ignore[no-untyped-def]
+    # blockize(j): each C_o writes a row, its init a loop of stores; blockize(k): each C_o
+    # writes one element that its child block accumulates. Either way the cache starts with
+    # the init's values, and C_o reads only what its instance wrote.
+    sch = Schedule(matmul, debug=True)
+    i, j, k = sch.get_loops(sch.get_block("C"))
+    outer = sch.blockize({"j": j, "k": k}[loop])
+    sch.cache_write(outer, 0, "local")
+    assert block_node(sch, "C_o").writes[0].buffer.name == "C_local"
+    check_schedule(sch, matmul, golden, f"schedule/cache_write_blockized_reduction_{loop}")
+
+
+def test_cache_write_of_a_blockized_reduction_under_its_reduction_loop() -> None:
+    # The outer reduction loop ko runs around the tiles: the first instance of each tile
+    # (ko = 0) runs the init.
+    sch = Schedule(matmul, debug=True)
+    i, j, k = sch.get_loops(sch.get_block("C"))
+    ko, ki = sch.split(k, [None, 8])
+    jo, ji = sch.split(j, [None, 8])
+    io, ii = sch.split(i, [None, 4])
+    sch.reorder(ko, io, jo, ii, ji, ki)
+    outer = sch.blockize(ii)
+    sch.cache_write(outer, 0, "local")
+    check_numerics(matmul, sch.func)
+    check_replay(sch, matmul)
+
+
+@T.script
+def reversed_tiles(A: T.Buffer((16, 4), "float32"), B: T.Buffer((16,), "float32")):
+    for k, o in T.grid(4, 4):
+        with T.block("B"):
+            vo = T.spatial_axis(4, o)
+            vk = T.reduce_axis(4, 3 - k)
+            T.reads(B[vo * 4 : vo * 4 + 4], A[vo * 4 : vo * 4 + 4, vk])
+            T.writes(B[vo * 4 : vo * 4 + 4])
+            with T.init():
+                for j in range(4):
+                    B[vo * 4 + j] = 0.0
+            for j in range(4):
+                with T.block("inner"):
+                    vi = T.spatial_axis(16, vo * 4 + j)
+                    B[vi] = B[vi] + A[vi, vk]
+
+
+def test_cache_write_refuses_a_tile_whose_first_instance_skips_the_init() -> None:
+    refused(
+        Schedule(reversed_tiles),
+        reversed_tiles,
+        r"cannot prove the first instance to touch each tile of B runs the init",
+    )

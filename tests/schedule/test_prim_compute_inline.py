@@ -357,3 +357,31 @@ def test_compute_inline_refuses_to_carry_a_cache_out_of_the_block_that_allocates
     with pytest.raises(ScheduleError, match=message):
         sch.compute_inline(sch.get_block("B"))
     assert sch.func is before
+
+
+# ---------------------------------------------------------------- an init without reduction iterators
+
+
+@T.script
+def scaled_unit_reduction(
+    A: T.Buffer((8, 16), "float32"), S: T.Buffer((8,), "float32"), C: T.Buffer((16, 8), "float32")
+):
+    B = T.alloc_buffer((8, 16), "float32")
+    for i, j in T.grid(8, 16):
+        with T.block("B"):
+            vi, vj = T.remap("SS", i, j)
+            with T.init():
+                B[vi, vj] = 1.0
+            B[vi, vj] = B[vi, vj] * S[vi] + A[vi, vj]
+    for j, i in T.grid(16, 8):
+        with T.block("C"):
+            vj, vi = T.remap("SS", j, i)
+            C[vj, vi] = B[vi, vj] * 2.0
+
+
+def test_compute_inline_of_a_block_whose_init_runs_at_every_instance(golden) -> None:  # type: ignore[no-untyped-def]
+    # The reverse of TVM's test_inline_with_reduction: the block's init, with no reduction
+    # iterator, runs at every instance and folds into its store (B = 1.0 * S + A).
+    sch = Schedule(scaled_unit_reduction, debug=True)
+    sch.compute_inline(sch.get_block("B"))
+    check_schedule(sch, scaled_unit_reduction, golden, "schedule/compute_inline_unit_reduction")

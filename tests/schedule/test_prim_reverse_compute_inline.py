@@ -636,3 +636,73 @@ def test_reverse_compute_inline_refuses_affine_reads(func: PrimFunc, message: st
     with pytest.raises(ScheduleError, match=re.escape(message)):
         sch.reverse_compute_inline(sch.get_block("C"))
     assert sch.func is before
+
+
+# ---------------------------------------------------------------- an init without reduction iterators (TVM's test_inline_with_reduction)
+
+
+@T.script
+def batch_matmul_unit_reduction(
+    softmax_norm: T.Buffer((T.int64(6), T.int64(1), T.int64(1)), "float32"),
+    reshape: T.Buffer((T.int64(6), T.int64(1), T.int64(64)), "float32"),
+    transpose: T.Buffer((T.int64(1), T.int64(1), T.int64(6), T.int64(64)), "float32"),
+):
+    bmm_out = T.alloc_buffer((T.int64(6), T.int64(1), T.int64(64)), "float32")
+    for ax0, ax1 in T.grid(T.int64(6), T.int64(64)):
+        with T.block("bmm"):
+            v0, v1 = T.remap("SS", ax0, ax1)
+            with T.init():
+                bmm_out[v0, T.int64(0), v1] = 0.0
+            bmm_out[v0, T.int64(0), v1] = (
+                bmm_out[v0, T.int64(0), v1] + softmax_norm[v0, T.int64(0), T.int64(0)] * reshape[v0, T.int64(0), v1]
+            )
+    for ax0, ax1 in T.grid(T.int64(6), T.int64(64)):
+        with T.block("transpose"):
+            v0, v1 = T.remap("SS", ax0, ax1)
+            transpose[T.int64(0), T.int64(0), v0, v1] = bmm_out[v0, T.int64(0), v1]
+
+
+def test_inline_with_reduction(golden) -> None:  # type: ignore[no-untyped-def]
+    # The producer has a T.init but only spatial iterators: the init runs at every instance,
+    # so the block is the one store bmm_out[p] = 0.0 + a * b, which takes the transpose in.
+    sch = Schedule(batch_matmul_unit_reduction, debug=True)
+    sch.reverse_compute_inline(sch.get_block("transpose"))
+    check_schedule(sch, batch_matmul_unit_reduction, golden, "schedule/reverse_compute_inline_unit_reduction")
+
+
+@T.script
+def unit_reduction_other_index(A: T.Buffer((16,), "float32"), C: T.Buffer((16,), "float32")):
+    B = T.alloc_buffer((16,), "float32")
+    for i in range(16):
+        with T.block("B"):
+            vi = T.remap("S", i)
+            with T.init():
+                B[vi] = 0.0
+            B[vi] = B[(vi + 1) % 16] + A[vi]
+    for i in range(16):
+        with T.block("C"):
+            vi = T.remap("S", i)
+            C[vi] = B[vi] * 2.0
+
+
+@T.script
+def unit_reduction_init_reads(A: T.Buffer((16,), "float32"), C: T.Buffer((16,), "float32")):
+    B = T.alloc_buffer((16,), "float32")
+    for i in range(16):
+        with T.block("B"):
+            vi = T.remap("S", i)
+            with T.init():
+                B[vi] = B[vi] * 0.0
+            B[vi] = B[vi] + A[vi]
+    for i in range(16):
+        with T.block("C"):
+            vi = T.remap("S", i)
+            C[vi] = B[vi] * 2.0
+
+
+@pytest.mark.parametrize("func", [unit_reduction_other_index, unit_reduction_init_reads], ids=["index", "init_reads"])
+def test_reverse_compute_inline_refuses_an_init_that_does_not_fold(func: PrimFunc) -> None:
+    sch = Schedule(func)
+    with pytest.raises(ScheduleError, match=r"the producer 'B' is a reduction"):
+        sch.reverse_compute_inline(sch.get_block("C"))
+    assert tir.structural_equal(sch.func, func)

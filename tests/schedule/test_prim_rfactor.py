@@ -373,7 +373,12 @@ CASES: list[tuple[str, PrimFunc, Callable[[Schedule], object], str]] = [
     ("two blocks under the loop", two_blocks, lambda s: s.rfactor(_loop(s, "B", 0), 0), r"exactly one block, found"),
     ("no reduce iterator", no_reduce_axis, lambda s: s.rfactor(_loop(s, "B", 0), 0), "has no reduce iterator"),
     ("own buffer", own_buffer, lambda s: s.rfactor(_loop(s, "B", 1), 0), "allocates or matches buffers of its own"),
-    ("two outputs", two_outputs, lambda s: s.rfactor(_loop(s, "B", 1), 0), "needs a single init store"),
+    (
+        "two outputs without lets",
+        two_outputs,
+        lambda s: s.rfactor(_loop(s, "B", 1), 0),
+        "with 2 outputs the body must bind each new value to a let",
+    ),
     ("body not one store", two_stores, lambda s: s.rfactor(_loop(s, "B", 1), 0), "the body must be one store"),
     (
         "operator not recognized",

@@ -290,6 +290,25 @@ def act_storage_align(sch: Schedule, data: st.DataObject) -> Callable[[], Any] |
     return lambda: sch.storage_align(block, index, axis, factor, offset)
 
 
+def act_rolling_buffer(sch: Schedule, data: st.DataObject) -> Callable[[], Any] | None:
+    block = draw_block(sch, data)
+    index = data.draw(st.integers(0, 1), label="write_buffer_index")
+    return lambda: sch.rolling_buffer(block, index)
+
+
+def act_cache_index(sch: Schedule, data: st.DataObject) -> Callable[[], Any] | None:
+    block = draw_block(sch, data)
+    threshold = data.draw(st.integers(0, 3), label="cse_thresh")
+    return lambda: sch.cache_index(block, "global", threshold)
+
+
+def act_set_axis_separator(sch: Schedule, data: st.DataObject) -> Callable[[], Any] | None:
+    block = draw_block(sch, data)
+    buffer = (data.draw(st.sampled_from(["read", "write"]), label="kind"), data.draw(st.integers(0, 1), label="index"))
+    separators = data.draw(st.lists(st.integers(0, 3), max_size=2).map(sorted), label="axis_separators")
+    return lambda: sch.set_axis_separator(block, buffer, separators)
+
+
 def act_decompose_reduction(sch: Schedule, data: st.DataObject) -> Callable[[], Any] | None:
     block = draw_block(sch, data)
     loops = sch.get_loops(block)
@@ -348,6 +367,9 @@ ACTIONS: dict[str, Action] = {
     "cache_write": act_cache_write,
     "set_scope": act_set_scope,
     "storage_align": act_storage_align,
+    "cache_index": act_cache_index,
+    "rolling_buffer": act_rolling_buffer,
+    "set_axis_separator": act_set_axis_separator,
     "decompose_reduction": act_decompose_reduction,
     "merge_reduction": act_merge_reduction,
     "rfactor": act_rfactor,

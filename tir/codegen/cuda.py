@@ -320,6 +320,11 @@ class CudaFunctionCodegen:
 
     def _stmt_Allocate(self, stmt: Allocate) -> None:
         buffer = stmt.buffer
+        if stmt.data is not None:
+            raise CodegenError(
+                f"cuda: function {self.func.name}: constant buffer {buffer.name} (T.allocate_const) is not "
+                "supported on CUDA; pass it as a parameter"
+            )
         name = self.namer.name(buffer, buffer.name)
         scope = buffer.scope
         if scope in _WMMA_KINDS:

@@ -392,7 +392,34 @@ class FunctionCodegen:
 
     def stmt_Allocate(self, stmt: Allocate) -> None:
         buffer = stmt.buffer
+        if stmt.data is not None:
+            self.constant_buffer(buffer, stmt.data, lambda: self.stmt(stmt.body))
+            return
         self.allocate(buffer, stmt.storage, lambda: self.stmt(stmt.body))
+
+    def constant_buffer(self, buffer: Buffer, data: tuple[int | float, ...], emit_body: Callable[[], None]) -> None:
+        """``T.allocate_const``: the values as a private read-only global, bound to ``buffer``."""
+        if buffer in self.buffers:
+            raise self.error(f"buffer {buffer.name} is allocated twice")
+        elem_ty = storage_type(buffer.dtype)
+        if buffer.dtype.lanes != 1:
+            raise self.error(f"constant buffer {buffer.name} has vector dtype {buffer.dtype}")
+        if isinstance(elem_ty, ir.IntType):
+            # LLVM writes integer constants signed: an unsigned value past the sign bit wraps.
+            bits = elem_ty.width
+            items = [ir.Constant(elem_ty, int(v) - (1 << bits) if int(v) >= 1 << (bits - 1) else int(v)) for v in data]
+        else:
+            items = [ir.Constant(elem_ty, float(v)) for v in data]
+        array_ty = ir.ArrayType(elem_ty, max(len(items), 1))
+        module = self.mcg.module
+        table = ir.GlobalVariable(module, array_ty, module.get_unique_name(f"{self.func.name}.{buffer.name}"))
+        table.linkage = "private"
+        table.global_constant = True
+        table.align = ALLOC_ALIGN
+        table.initializer = ir.Constant(array_ty, items or [ir.Constant(elem_ty, 0)])
+        self.buffers[buffer] = BufferBinding(table, ALLOC_ALIGN)
+        emit_body()
+        del self.buffers[buffer]
 
     def allocate(self, buffer: Buffer, storage: str, emit_body: Callable[[], None]) -> None:
         """Storage for ``buffer`` (``"stack"``: an entry-block alloca; else the heap) around ``emit_body``."""

@@ -65,6 +65,7 @@ from tir.ir import (
     Var,
     post_order_visit,
 )
+from tir.ir.constant import constant_array
 from tir.ir.ops import is_tile_op, tile_accesses
 
 #: CPython refuses more than 20 nested loops in one function; deeper loops move into a
@@ -182,6 +183,7 @@ class Translator:
         self.buffer_offsets: dict[Buffer, str] = {}
         self.namespace: dict[str, Any] = dict(runtime.HELPERS)
         self.namespace["_run_batch"] = batched.run_tuples
+        self.func_constants = func.constants
         self._constants: dict[tuple[str, str], str] = {}
         self.entry_name = "_entry"
         self.entry_vars: list[Var] = []
@@ -415,7 +417,7 @@ class Translator:
             self.line(f"{array}[{index}] = {text}")
 
     def _stmt_Allocate(self, stmt: Allocate) -> None:
-        self.line(f"{self.define_buffer(stmt.buffer)} = {self.allocation(stmt.buffer)}")
+        self.line(f"{self.define_buffer(stmt.buffer)} = {self.allocation(stmt.buffer, stmt.data)}")
         self.stmt(stmt.body)
         self.buffer_names.pop(stmt.buffer, None)
 
@@ -485,7 +487,15 @@ class Translator:
         for var in [iter_var.var for iter_var in block.iter_vars] + match_vars:
             self.undefine_var(var)
 
-    def allocation(self, buffer: Buffer) -> str:
+    def allocation(self, buffer: Buffer, data: tuple[int | float, ...] | None = None) -> str:
+        values = data if data is not None else self.func_constants.get(buffer)
+        if values is not None:  # T.allocate_const: a fresh copy of its values
+            name = f"_const_{sum(1 for key in self.namespace if key.startswith('_const_'))}"
+            shape = buffer.const_shape()
+            if shape is None:
+                raise ValueError(f"constant buffer {buffer.name} has a symbolic shape")
+            self.namespace[name] = constant_array(values, buffer.dtype, shape)
+            return f"{name}.copy()"
         shape = self.tuple_text(self.expr(extent).text for extent in buffer.shape)
         args = f"{shape}, {str(buffer.dtype)!r}, {self.poison}"
         if buffer.strides:

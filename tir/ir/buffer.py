@@ -48,7 +48,13 @@ class Buffer(Node):
     in elements. ``align`` is the byte alignment of the data pointer (0: the default),
     ``offset_factor`` the factor ``elem_offset`` is a multiple of. ``dim_align`` records the
     ``(axis, factor, offset)`` padding rules ``storage_align`` gave the strides, so that
-    lowering can recompute them when it shrinks the buffer (not printed; a parsed buffer has none).
+    lowering can recompute them when it shrinks the buffer.
+
+    ``axis_separators`` (TVM's) split the logical dimensions into groups, each group one
+    dimension of a multi-dimensional physical buffer: ``(1,)`` on a 2-D buffer asks for a
+    ``shape[0] x shape[1]`` physical array rather than one flat run of memory. Each separator is
+    in ``[0, ndim]``, non-decreasing. It is a layout request only; no backend here has
+    multi-dimensional memory, so lowering flattens across separators as it does everywhere.
     """
 
     name: str
@@ -60,6 +66,7 @@ class Buffer(Node):
     align: int = 0
     offset_factor: int = 1
     dim_align: tuple[tuple[int, int, int], ...] = ()
+    axis_separators: tuple[int, ...] = ()
 
     def __post_init__(self) -> None:
         if not isinstance(self.dtype, DataType):
@@ -72,6 +79,11 @@ class Buffer(Node):
             raise ValueError(f"buffer {self.name}: {len(self.strides)} strides for {len(self.shape)} dimensions")
         if self.elem_offset is not None and not isinstance(self.elem_offset, PrimExpr):
             object.__setattr__(self, "elem_offset", convert(self.elem_offset))
+        if not isinstance(self.axis_separators, tuple):
+            object.__setattr__(self, "axis_separators", tuple(self.axis_separators))
+        problem = axis_separators_problem(self.axis_separators, len(self.shape))
+        if problem is not None:
+            raise ValueError(f"buffer {self.name}: {problem}")
 
     @property
     def ndim(self) -> int:
@@ -106,6 +118,18 @@ class Buffer(Node):
     def __repr__(self) -> str:
         shape = ", ".join(str(s) for s in self.shape)
         return f"Buffer({self.name!r}, ({shape}), {str(self.dtype)!r}, scope={self.scope!r})"
+
+
+def axis_separators_problem(separators: Sequence[object], ndim: int) -> str | None:
+    """What is wrong with ``separators`` as the axis separators of an ``ndim``-D buffer, or None."""
+    if any(isinstance(s, bool) or not isinstance(s, int) for s in separators):
+        return f"axis separators must be integers, got {list(separators)}"
+    values = [int(s) for s in separators]  # type: ignore[call-overload]
+    if any(not 0 <= s <= ndim for s in values):
+        return f"axis separators {values} must lie in [0, {ndim}] for {ndim} dimension{'s' if ndim != 1 else ''}"
+    if values != sorted(values):
+        return f"axis separators {values} must be in non-decreasing order"
+    return None
 
 
 def _sub(a: PrimExpr, b: PrimExpr) -> PrimExpr:

@@ -13,6 +13,10 @@ from tir.ir.stmt import Block, BlockRealize, Stmt
 
 Param = Var | Buffer
 
+#: The PrimFunc attribute that holds ``T.allocate_const`` buffers: ``((buffer, values), ...)``,
+#: each buffer one of the root block's allocations, its values a row-major tuple of numbers.
+CONSTANTS_ATTR = "tir.constants"
+
 
 @dataclass(frozen=True, eq=False, repr=False)
 class PrimFunc(Node):
@@ -38,6 +42,11 @@ class PrimFunc(Node):
     @property
     def root_block(self) -> Block | None:
         return self.body.block if isinstance(self.body, BlockRealize) else None
+
+    @property
+    def constants(self) -> dict[Buffer, tuple[int | float, ...]]:
+        """The ``T.allocate_const`` buffers and their row-major values (empty for most)."""
+        return dict(self.attrs.get(CONSTANTS_ATTR, ()))
 
     def script(self) -> str:
         """The program as script text that ``tir.parse`` reads back."""

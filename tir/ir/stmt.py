@@ -129,12 +129,15 @@ class Allocate(Stmt):
     """Post-lowering: storage for ``buffer`` lives for ``body``.
 
     ``storage`` is where it lives: ``"stack"`` (small, fixed size) or ``"heap"`` (large or
-    symbolic size); the allocation-planning pass decides.
+    symbolic size); the allocation-planning pass decides. ``data``, when given, is the
+    buffer's constant contents in row-major order (``T.allocate_const``): nothing writes such a
+    buffer, no pass moves or shrinks it, and a backend places it in read-only memory.
     """
 
     buffer: Buffer
     body: Stmt
     storage: str = "stack"
+    data: tuple[int | float, ...] | None = None
 
     def __post_init__(self) -> None:
         if self.storage not in ("stack", "heap"):

@@ -93,7 +93,7 @@ class _EqualChecker:
         self.bind(lhs, rhs)
 
     def buffer_fields(self, lhs: Buffer, rhs: Buffer) -> None:
-        for name in ("dtype", "scope", "align", "offset_factor"):
+        for name in ("dtype", "scope", "align", "offset_factor", "axis_separators"):
             if getattr(lhs, name) != getattr(rhs, name):
                 self.fail(lhs, rhs, f"buffer {name}: {getattr(lhs, name)} vs {getattr(rhs, name)}")
         saved = self.map_free_vars
@@ -277,6 +277,8 @@ class _Hasher:
                 self.value(value.shape)
                 self.value(value.strides)
                 self.value(value.elem_offset)
+                if value.axis_separators:  # only when set, so that other hashes stay as they were
+                    out.append(f"sep{value.axis_separators}")
                 out.append(")")
             else:
                 out.append(f"b{index}")

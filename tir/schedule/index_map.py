@@ -12,6 +12,11 @@ JSON and replays:
 The text is read with Python's ``ast`` and accepts integer arithmetic on the parameters only:
 ``+ - * // %``, unary minus, integer literals, ``min`` / ``max`` (also ``T.min`` / ``T.max``)
 and typed integer constants such as ``T.int64(16)``. Nothing is evaluated with ``eval``.
+
+A Python function may put TVM's marker ``IndexMap.AXIS_SEPARATOR`` between results
+(``lambda i, j: (i, IndexMap.AXIS_SEPARATOR, j)``): the map then carries axis separators (the
+number of results before each marker) that ``transform_layout`` gives the buffer; the text form
+leaves them out (the trace records them as a ``set_axis_separator``).
 """
 
 from __future__ import annotations
@@ -21,7 +26,7 @@ import inspect
 import keyword
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 from tir.ir import IntImm, Max, Min, PrimExpr, Var, convert, substitute
 from tir.ir.dtype import INT32, DataType, as_dtype
@@ -37,16 +42,23 @@ class IndexMapError(ValueError):
 
 @dataclass(frozen=True, eq=False)
 class IndexMap:
-    """``lambda params: results``; ``params`` are Vars, ``results`` expressions of them."""
+    """``lambda params: results``; ``params`` are Vars, ``results`` expressions of them;
+    ``axis_separators`` where ``IndexMap.AXIS_SEPARATOR`` markers stood among the results."""
+
+    #: TVM's marker between results: the buffer's physical dimensions split there.
+    AXIS_SEPARATOR: ClassVar[str] = "axis_separator"
 
     params: tuple[Var, ...]
     results: tuple[PrimExpr, ...]
+    axis_separators: tuple[int, ...] = ()
 
     def __post_init__(self) -> None:
         if not isinstance(self.params, tuple):
             object.__setattr__(self, "params", tuple(self.params))
         if not isinstance(self.results, tuple):
             object.__setattr__(self, "results", tuple(self.results))
+        if not isinstance(self.axis_separators, tuple):
+            object.__setattr__(self, "axis_separators", tuple(self.axis_separators))
 
     # ---------------------------------------------------------------- building
 
@@ -65,7 +77,15 @@ class IndexMap:
             value = func(*params)
         except Exception as exc:  # the user's function; report what went wrong
             raise IndexMapError(f"calling the index map failed: {type(exc).__name__}: {exc}") from exc
-        return IndexMap(params, _results(value, params))
+        items = list(value) if isinstance(value, (tuple, list)) else [value]
+        results: list[Any] = []
+        separators: list[int] = []
+        for item in items:
+            if isinstance(item, str) and item == IndexMap.AXIS_SEPARATOR:
+                separators.append(len(results))  # a separator before the next result
+            else:
+                results.append(item)
+        return IndexMap(params, _results(results, params), tuple(separators))
 
     @staticmethod
     def parse(text: str, dtypes: Sequence[DataType | str] | DataType | str = INT32) -> IndexMap:
@@ -101,6 +121,7 @@ class IndexMap:
                 index_map = value
             else:
                 index_map = IndexMap.parse(str(value), wanted)
+                index_map = IndexMap(index_map.params, index_map.results, value.axis_separators)
         elif isinstance(value, str):
             index_map = IndexMap.parse(value, dtypes)
         elif callable(value):

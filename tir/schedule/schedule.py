@@ -20,6 +20,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from tir.ir import Block, BlockRealize, For, IRModule, PrimFunc, Stmt, Var
+from tir.ir.function import CONSTANTS_ATTR
 from tir.schedule.errors import ScheduleError
 from tir.schedule.handles import BlockRV, ExprRV, LoopRV
 from tir.schedule.trace import Instruction, Trace
@@ -95,8 +96,21 @@ class ScheduleBase:
             return
         if self.debug:
             self._verify(func, primitive)  # before installing: a refused step changes nothing
+        elif CONSTANTS_ATTR in func.attrs:
+            self._verify_constants(func, primitive)
         self._func = func
         self._index = None
+
+    @staticmethod
+    def _verify_constants(func: PrimFunc, primitive: str) -> None:
+        """A step must not write or replace a ``T.allocate_const`` buffer (checked in every mode:
+        its values would be lost without a trace)."""
+        from tir.analysis.verify._context import walk
+        from tir.analysis.verify.well_formed import check_constants
+
+        problems = check_constants(walk(func))
+        if problems:
+            raise ScheduleError(primitive, problems[0].target, "; ".join(p.message for p in problems))
 
     def _verify(self, func: PrimFunc, primitive: str, what: str = "the result fails validation") -> None:
         from tir.analysis import verify

@@ -30,9 +30,10 @@ TRACEABLE_PRIMITIVES = frozenset(
         "split", "fuse", "reorder", "add_unit_loop", "loop_partition", "merge",
         "parallel", "vectorize", "unroll", "bind", "annotate", "unannotate", "annotate_buffer_access",
         "compute_at", "reverse_compute_at", "compute_inline", "reverse_compute_inline",
-        "cache_read", "cache_write", "reindex", "set_scope", "storage_align", "reindex_cache_read", "reindex_cache_write", "read_at", "write_at",
+        "cache_read", "cache_write", "reindex", "set_scope", "storage_align", "set_axis_separator", "cache_index", "reindex_cache_read", "reindex_cache_write", "read_at", "write_at",
         "transform_layout", "transform_block_layout", "pad_einsum", "reorder_block_iter_var", "unsafe_set_dtype",
         "decompose_reduction", "merge_reduction", "rfactor", "fuse_reduction_epilogue", "decompose_padding", "blockize", "tensorize",
+        "rolling_buffer",
         "sample_perfect_tile", "sample_categorical", "sample_compute_location", "apply_compute_location",
     }
 )  # fmt: skip

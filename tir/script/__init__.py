@@ -50,6 +50,8 @@ writes = _m["writes"]
 where = _m["where"]
 block_attr = _m["block_attr"]
 alloc_buffer = _m["alloc_buffer"]
+allocate_const = _m["allocate_const"]
+decl_buffer = _m["decl_buffer"]
 match_buffer = _m["match_buffer"]
 func_attr = _m["func_attr"]
 evaluate = _m["evaluate"]
@@ -145,6 +147,8 @@ __all__ = [
     "abs",
     "alloc_buffer",
     "allocate",
+    "allocate_const",
+    "decl_buffer",
     "axis",
     "bfloat16",
     "bitwise_and",

@@ -118,7 +118,19 @@ MARKERS: dict[str, Marker] = {}
 MARKERS.update(_markers(LOOP, "grid", "serial", "parallel", "vectorized", "unroll", "thread_binding"))
 MARKERS.update(_markers(WITH, "block", "init"))
 MARKERS.update(_markers(STMT, "reads", "writes", "where", "block_attr", "func_attr", "evaluate"))
-MARKERS.update(_markers(ASSIGN, "alloc_buffer", "match_buffer", "spatial_axis", "reduce_axis", "opaque_axis", "remap"))
+MARKERS.update(
+    _markers(
+        ASSIGN,
+        "alloc_buffer",
+        "allocate_const",
+        "decl_buffer",
+        "match_buffer",
+        "spatial_axis",
+        "reduce_axis",
+        "opaque_axis",
+        "remap",
+    )
+)
 MARKERS.update(
     _markers(
         EXPR,

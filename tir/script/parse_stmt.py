@@ -10,7 +10,8 @@ import builtins
 from dataclasses import dataclass, field
 from typing import Any, NoReturn
 
-from tir.ir.buffer import KNOWN_SCOPES, Buffer, IterVar, MatchBufferRegion, Range
+from tir.ir.buffer import KNOWN_SCOPES, Buffer, IterVar, MatchBufferRegion, Range, axis_separators_problem
+from tir.ir.constant import constant_values
 from tir.ir.dtype import BOOL, as_dtype
 from tir.ir.expr import IntImm, PrimExpr, Var
 from tir.ir.node import Span
@@ -39,7 +40,9 @@ _LOOP_KINDS = {
     "unroll": ForKind.UNROLLED,
     "thread_binding": ForKind.THREAD_BINDING,
 }
-BUFFER_PARAMS = ["shape", "dtype", "scope", "strides", "elem_offset", "align", "offset_factor", "dim_align"]
+BUFFER_PARAMS = [
+    "shape", "dtype", "scope", "strides", "elem_offset", "align", "offset_factor", "dim_align", "axis_separators"
+]  # fmt: skip
 
 #: Statements the dialect rejects: (keyword to underline, what it is, what to write instead).
 _UNSUPPORTED_STMTS: dict[str, tuple[str, str, str]] = {
@@ -105,6 +108,7 @@ class StmtParser:
         self.scope = Scope()
         self.exprs = ExprParser(source, env, self.scope)
         self.blocks: list[BlockFrame] = []
+        self.constants: list[tuple[Buffer, tuple[int | float, ...]]] = []  # T.allocate_const, in order
 
     # ------------------------------------------------------------------ helpers
 
@@ -172,9 +176,92 @@ class StmtParser:
             self.exprs.python_int(bound["offset_factor"], "offset_factor") if "offset_factor" in bound else 1
         )
         dim_align = self.dim_align(bound["dim_align"], len(shape)) if "dim_align" in bound else ()
+        separators = self.axis_separators(bound["axis_separators"], len(shape)) if "axis_separators" in bound else ()
         return Buffer(
-            name, shape, dtype, scope, strides, elem_offset, align, offset_factor, dim_align=dim_align, span=span
+            name,
+            shape,
+            dtype,
+            scope,
+            strides,
+            elem_offset,
+            align,
+            offset_factor,
+            dim_align=dim_align,
+            axis_separators=separators,
+            span=span,
         )
+
+    def axis_separators(self, node: ast.expr, ndim: int) -> tuple[int, ...]:
+        """``axis_separators=[1]`` (or a tuple): where the logical dimensions split into the
+        dimensions of a multi-dimensional physical buffer (TVM's; a layout request only)."""
+        expected = "literal integers in [0, ndim], non-decreasing, e.g. axis_separators=[1]"
+        try:
+            value = ast.literal_eval(node)
+        except ValueError:
+            self.fail(node, "axis_separators must be written out as literal integers", expected)
+        if not isinstance(value, (tuple, list)):
+            self.fail(node, f"axis_separators must be a list of integers, got {value!r}", expected)
+        problem = axis_separators_problem(value, ndim)
+        if problem is not None:
+            self.fail(node, problem, expected)
+        return tuple(value)
+
+    def parse_allocate_const(self, target: ast.Name, call: ast.Call, block_level: bool) -> None:
+        """``B = T.allocate_const(data, dtype, extents)``: a function-level buffer whose contents
+        are the literal ``data`` (nested lists of numbers, row-major); nothing may write it."""
+        usage = 'T.allocate_const([0.0, 0.5, 1.0, 1.5], "float32", [4])'
+        frame = self.current_block(call, "T.allocate_const", block_level)
+        if not frame.is_root:
+            self.fail(call, "T.allocate_const belongs at the function level, not inside a block", usage)
+        bound, _ = self.exprs.bind(call, "allocate_const", ["data", "dtype", "extents"], 3, usage)
+        dtype = self.exprs.dtype_arg(bound["dtype"])
+        try:
+            extents = ast.literal_eval(bound["extents"])
+        except ValueError:
+            self.fail(bound["extents"], "the extents of a constant must be literal integers", usage)
+        if isinstance(extents, int):
+            extents = [extents]
+        if not isinstance(extents, (list, tuple)) or any(
+            isinstance(e, bool) or not isinstance(e, int) or e < 0 for e in extents
+        ):
+            self.fail(bound["extents"], f"the extents of a constant must be integers >= 0, got {extents!r}", usage)
+        try:
+            values = constant_values(ast.literal_eval(bound["data"]), dtype, extents)
+        except ValueError as error:
+            message = str(error) if "malformed" not in str(error) else "the data of a constant must be literal numbers"
+            self.fail(bound["data"], message, usage)
+        shape = tuple(IntImm(int(extent), "int32") for extent in extents)
+        buffer = Buffer(target.id, shape, dtype, span=self.span(target))
+        self.define_block_name(frame, target, buffer)
+        frame.alloc_buffers.append(buffer)
+        self.constants.append((buffer, values))
+
+    def parse_constant_name(self, target: ast.Name, call: ast.Call, what: str) -> None:
+        """``view = T.decl_buffer(shape, dtype, data=table)`` (or ``T.Buffer``), TVM's way of
+        reading a ``T.allocate_const``: here another name for the constant buffer itself, so the
+        shape and dtype must be the constant's."""
+        usage = f'{what}((4,), "float32", data=table) where table = T.allocate_const(...)'
+        bound, _ = self.exprs.bind(call, what[2:], ["shape", "dtype"], 1, usage, keywords=["data"])
+        if "data" not in bound:
+            self.fail(call, f"{what} in a function body declares a view of a T.allocate_const: give data=", usage)
+        source = self.exprs.eval(bound["data"])
+        constant = next((buffer for buffer, _ in self.constants if buffer is source), None)
+        if constant is None:
+            self.fail(bound["data"], f"data= must name a T.allocate_const buffer, not {describe(source)}", usage)
+        shape = self.extents(bound["shape"], "buffer dimension")
+        dtype = self.exprs.dtype_arg(bound["dtype"]) if "dtype" in bound else as_dtype("float32")
+        same_shape = len(shape) == len(constant.shape) and all(
+            isinstance(a, IntImm) and isinstance(b, IntImm) and a.value == b.value
+            for a, b in zip(shape, constant.shape)
+        )
+        if dtype != constant.dtype or not same_shape:
+            self.fail(
+                call,
+                f"{what} of {constant.name} must have its shape and dtype "
+                f"({tuple(int(d) for d in constant.const_shape() or ())}, {constant.dtype})",
+                "the constant's own shape and dtype (reshaped views are not supported)",
+            )
+        self.scope.define(target.id, constant)
 
     def dim_align(self, node: ast.expr, ndim: int) -> tuple[tuple[int, int, int], ...]:
         """``dim_align=((axis, factor, offset), ...)``: the storage_align rules of a buffer
@@ -241,7 +328,13 @@ class StmtParser:
                 self.fail(node.target, "an annotated assignment must bind a name", "x: T.int32 = value")
             if node.value is None:
                 self.fail(node, f"'{node.target.id}' is declared without a value", f"{node.target.id}: T.int32 = value")
-            annotation = self.exprs.eval(node.annotation)
+            annotation_node = node.annotation
+            if isinstance(annotation_node, ast.Subscript):
+                # TVM prints a let binding as `v: T.let[T.int32] = value`.
+                callee = self.marker_of(annotation_node.value)
+                if isinstance(callee, dialect.Marker) and callee.name == "let":
+                    annotation_node = annotation_node.slice
+            annotation = self.exprs.eval(annotation_node)
             if not isinstance(annotation, dialect.DTypeMarker):
                 self.fail(
                     node.annotation,
@@ -261,6 +354,9 @@ class StmtParser:
         ):
             if found[1].kind == dialect.ASSIGN or not (found[0].args or found[0].keywords):
                 return None
+        if found is not None and found[1] is dialect.MARKERS["Buffer"]:
+            if any(keyword.arg == "data" for keyword in found[0].keywords):
+                return None  # view = T.Buffer(shape, dtype, data=table): a name for a T.allocate_const
         target = node.targets[0]
         self.check_assignable(target)
         value = self.exprs.prim(node.value, what="a value to bind")
@@ -362,6 +458,9 @@ class StmtParser:
             self.fail(target, "only names and buffer elements can be assigned", "x = value or A[i] = value")
         assert found is not None and isinstance(marker, dialect.Marker)  # anything else was a let binding
         call = found[0]
+        if marker.name in ("decl_buffer", "Buffer"):
+            self.parse_constant_name(target, call, f"T.{marker.name}")
+            return None
         if isinstance(marker, dialect.DTypeMarker):  # n = T.int32(): a symbolic variable
             self.scope.define(target.id, Var(target.id, marker.dtype, span=self.span(target)))
             return None
@@ -381,6 +480,8 @@ class StmtParser:
             )
             self.define_block_name(frame, target, buffer)
             frame.alloc_buffers.append(buffer)
+        elif marker.name == "allocate_const":
+            self.parse_allocate_const(target, call, block_level)
         elif marker.name == "match_buffer":
             self.parse_match_buffer(target, call, block_level)
         else:

@@ -18,7 +18,7 @@ from typing import Any
 from tir.ir.buffer import Buffer
 from tir.ir.dtype import as_dtype
 from tir.ir.expr import Var
-from tir.ir.function import IRModule, PrimFunc
+from tir.ir.function import CONSTANTS_ATTR, IRModule, PrimFunc
 from tir.ir.node import Span
 from tir.ir.stmt import (
     Block,
@@ -101,7 +101,10 @@ class FunctionParser(BlockParser):
                 span=self.span(node),
             )
             realize = BlockRealize((), true_const(), block, span=self.span(node))
-        return PrimFunc(node.name, tuple(self.params), realize, dict(self.attrs), span=self.span(node))
+        attrs = dict(self.attrs)
+        if self.constants:
+            attrs[CONSTANTS_ATTR] = tuple(self.constants)
+        return PrimFunc(node.name, tuple(self.params), realize, attrs, span=self.span(node))
 
     def declaration(self, stmt: ast.stmt) -> bool:
         """``n = T.int32()``: a symbolic variable (shapes may use it). True if ``stmt`` is one."""

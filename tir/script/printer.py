@@ -16,6 +16,7 @@ import re
 from typing import Any
 
 from tir.ir.buffer import Buffer, BufferRegion, IterVar, MatchBufferRegion, Range
+from tir.ir.constant import constant_text
 from tir.ir.dtype import DataType, as_dtype
 from tir.ir.expr import (
     EQ,
@@ -50,7 +51,7 @@ from tir.ir.expr import (
     Sub,
     Var,
 )
-from tir.ir.function import IRModule, PrimFunc
+from tir.ir.function import CONSTANTS_ATTR, IRModule, PrimFunc
 from tir.ir.functor import IRVisitor, post_order_visit
 from tir.ir.node import Node
 from tir.ir.ops import get_op
@@ -218,6 +219,7 @@ class ScriptPrinter:
         self.lines: list[str] = []
         self.depth = 0
         self.loops: dict[int, For] = {}  # enclosing loops by id(loop_var), for T.remap
+        self.constants: dict[Buffer, tuple[int | float, ...]] = {}  # T.allocate_const of the function
 
     # ------------------------------------------------------------------ output
 
@@ -433,7 +435,8 @@ class ScriptPrinter:
         items = [self.expr(d) for d in dims]
         return "(" + items[0] + ",)" if len(items) == 1 else "(" + ", ".join(items) + ")"
 
-    def buffer_args(self, buffer: Buffer) -> str:
+    def buffer_args(self, buffer: Buffer, param: bool = False) -> str:
+        """The arguments of ``T.Buffer`` (``param``), ``T.alloc_buffer``, ``T.match_buffer``."""
         parts = [self.shape(buffer.shape), _string(str(buffer.dtype))]
         if buffer.scope != "global":
             parts.append(f"scope={_string(buffer.scope)}")
@@ -447,6 +450,10 @@ class ScriptPrinter:
             parts.append(f"offset_factor={buffer.offset_factor}")
         if buffer.dim_align:
             parts.append(f"dim_align={buffer.dim_align!r}")
+        if buffer.axis_separators:
+            # TVM's spelling: a tuple in a parameter's T.Buffer, a list in an allocation.
+            separators = list(buffer.axis_separators)
+            parts.append(f"axis_separators={tuple(separators) if param else separators}")
         return ", ".join(parts)
 
     # ------------------------------------------------------------------ functions
@@ -468,7 +475,7 @@ class ScriptPrinter:
         params = []
         for param in func.params:
             if isinstance(param, Buffer):
-                params.append(f"{self.namer.name(param)}: T.Buffer({self.buffer_args(param)})")
+                params.append(f"{self.namer.name(param)}: T.Buffer({self.buffer_args(param, param=True)})")
             else:
                 params.append(
                     f"{self.namer.name(param)}: {'T.handle' if param.dtype.is_handle else 'T.' + str(param.dtype)}"
@@ -481,8 +488,10 @@ class ScriptPrinter:
         else:
             self.line(head + (",\n" + " " * len(head)).join(params) + "):")
         self.depth += 1
-        if func.attrs:
-            self.line(f"T.func_attr({self.value(func.attrs)})")
+        self.constants = func.constants
+        attrs = {key: value for key, value in func.attrs.items() if key != CONSTANTS_ATTR}
+        if attrs:
+            self.line(f"T.func_attr({self.value(attrs)})")
         for var in free:
             self.line(f"{self.namer.name(var)} = T.{'handle' if var.dtype.is_handle else var.dtype}()")
         body = func.body
@@ -511,7 +520,15 @@ class ScriptPrinter:
 
     def alloc_line(self, buffer: Buffer) -> None:
         name = self.namer.define(buffer)
-        self.line(f"{name} = T.alloc_buffer({self.buffer_args(buffer)})")
+        self.line(f"{name} = {self.allocation(buffer)}")
+
+    def allocation(self, buffer: Buffer) -> str:
+        values = self.constants.get(buffer)
+        if values is None:
+            return f"T.alloc_buffer({self.buffer_args(buffer)})"
+        shape = ", ".join(self.expr(extent) for extent in buffer.shape)
+        data = ", ".join(constant_text(value, buffer.dtype) for value in values)
+        return f'T.allocate_const([{data}], "{buffer.dtype}", [{shape}])'
 
     # ------------------------------------------------------------------ statements
 
@@ -550,8 +567,12 @@ class ScriptPrinter:
                 self.line(f"T.evaluate({self.expr(stmt.value)})")
         elif isinstance(stmt, Allocate):
             name = self.namer.define(stmt.buffer)
-            storage = ', storage="heap"' if stmt.storage == "heap" else ""
-            self.line(f"{name} = T.allocate({self.buffer_args(stmt.buffer)}{storage})")
+            if stmt.data is not None:
+                self.constants[stmt.buffer] = stmt.data
+                self.line(f"{name} = {self.allocation(stmt.buffer)}")
+            else:
+                storage = ', storage="heap"' if stmt.storage == "heap" else ""
+                self.line(f"{name} = T.allocate({self.buffer_args(stmt.buffer)}{storage})")
             self.stmt(stmt.body)
         elif isinstance(stmt, Block):
             self.print_block(
@@ -675,7 +696,7 @@ class ScriptPrinter:
         if block.annotations:
             self.line(f"T.block_attr({self.value(block.annotations)})")
         for buffer in block.alloc_buffers:
-            self.line(f"{self.namer.name(buffer)} = T.alloc_buffer({self.buffer_args(buffer)})")
+            self.line(f"{self.namer.name(buffer)} = {self.allocation(buffer)}")
         for match, source in zip(block.match_buffers, matched_sources):
             self.print_match(match, source)
         if block.init is not None:
@@ -713,7 +734,7 @@ def to_script(node: Node) -> str:
     if isinstance(node, BufferRegion):
         return printer.region(node)
     if isinstance(node, Buffer):
-        return f"{printer.namer.name(node)}: T.Buffer({printer.buffer_args(node)})"
+        return f"{printer.namer.name(node)}: T.Buffer({printer.buffer_args(node, param=True)})"
     if isinstance(node, Range):
         return f"range({printer.range_text(node)})" if _is_zero(node.min) else f"range{printer.range_text(node)}"
     return repr(node)

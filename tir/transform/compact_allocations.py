@@ -580,8 +580,8 @@ def _aligned_strides(shape: tuple[PrimExpr, ...], rules: tuple[tuple[int, int, i
 class _Compact(IRMutator):
     def visit_Allocate(self, alloc: Allocate) -> Stmt:
         body = self.visit(alloc.body)
-        if not uses_buffer(body, alloc.buffer):
-            return alloc.replace(body=body)
+        if alloc.data is not None or not uses_buffer(body, alloc.buffer):
+            return alloc.replace(body=body)  # a constant keeps its place and every value
         return _Placer(alloc.replace(body=body)).place(body)
 
 

@@ -48,8 +48,10 @@ from tir.ir import (
     Ramp,
     Stmt,
     Var,
+    post_order_visit,
     substitute,
 )
+from tir.ir.function import CONSTANTS_ATTR
 from tir.transform._common import LoweringError, cast_to, widest_int
 from tir.transform.lower_init import lower_block_init
 
@@ -188,13 +190,19 @@ def _pair_dimensions(match: MatchBufferRegion, block: Block) -> tuple[dict[int, 
     return pairs, bindings
 
 
-def _convert(block: Block, iter_values: tuple[PrimExpr, ...], predicate: PrimExpr | None, body: Stmt) -> Stmt:
+def _convert(
+    block: Block,
+    iter_values: tuple[PrimExpr, ...],
+    predicate: PrimExpr | None,
+    body: Stmt,
+    constants: dict[Buffer, tuple[int | float, ...]],
+) -> Stmt:
     """The loop-level statement for one block instance whose nested blocks are already gone."""
     for match in reversed(block.match_buffers):
         pairs, bindings = _pair_dimensions(match, block)
         body = substitute(_ViewRewriter(match.buffer, match.source, pairs).visit(body), bindings)
     for buffer in reversed(block.alloc_buffers):
-        body = Allocate(buffer, body)
+        body = Allocate(buffer, body, data=constants.get(buffer))
     vmap: dict[Var, PrimExpr] = {}
     for iter_var, value in zip(block.iter_vars, iter_values):
         vmap[iter_var.var] = simplify(value)
@@ -205,9 +213,12 @@ def _convert(block: Block, iter_values: tuple[PrimExpr, ...], predicate: PrimExp
 
 
 class _ConvertBlocks(IRMutator):
+    def __init__(self, constants: dict[Buffer, tuple[int | float, ...]]) -> None:
+        self.constants = constants
+
     def visit_BlockRealize(self, realize: BlockRealize) -> Stmt:
         block = lower_block_init(realize.block)
-        return _convert(block, realize.iter_values, realize.predicate, self.visit(block.body))
+        return _convert(block, realize.iter_values, realize.predicate, self.visit(block.body), self.constants)
 
     def visit_Block(self, block: Block) -> Stmt:
         if block.iter_vars:
@@ -215,9 +226,28 @@ class _ConvertBlocks(IRMutator):
                 f"convert_blocks_to_loops: block {block.name!r} has iterators but no BlockRealize binding them"
             )
         block = lower_block_init(block)
-        return _convert(block, (), None, self.visit(block.body))
+        return _convert(block, (), None, self.visit(block.body), self.constants)
 
 
 def convert_blocks_to_loops(func: PrimFunc) -> PrimFunc:
     """Replace every block by plain loop-level statements (see the module docstring)."""
-    return func.replace(body=_ConvertBlocks().visit(func.body))
+    constants = func.constants
+    body = _ConvertBlocks(constants).visit(func.body)
+    if not constants:
+        return func.replace(body=body)
+    allocated: set[int] = set()
+
+    def note_constant(node: object) -> None:
+        if isinstance(node, Allocate) and node.data is not None:
+            allocated.add(id(node.buffer))
+
+    post_order_visit(body, note_constant)
+    for buffer in constants:
+        if id(buffer) not in allocated:
+            raise LoweringError(
+                f"convert_blocks_to_loops: constant buffer {buffer.name!r} (T.allocate_const) is no longer "
+                "allocated in the function: a transformation replaced it without its values"
+            )
+    # The values now live in the Allocate statements (data=...).
+    attrs = {key: value for key, value in func.attrs.items() if key != CONSTANTS_ATTR}
+    return func.replace(body=body, attrs=attrs)

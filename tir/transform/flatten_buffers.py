@@ -5,7 +5,9 @@ strides ``s`` are the buffer's explicit strides, or row-major strides of its sha
 buffer keeps name, dtype, scope and alignment; its one extent covers every element. Parameters
 are replaced by flat buffers too and ``attrs["param_shapes"]`` keeps the original shapes (one
 entry per parameter, None for scalars), so callers can still check arguments. A ``Ramp``
-index stays a ``Ramp`` (its base and stride scaled by the dimension's stride). Before::
+index stays a ``Ramp`` (its base and stride scaled by the dimension's stride). A buffer's
+``axis_separators`` (TVM's request for a multi-dimensional physical buffer) are flattened across
+like any other dimension boundary: no backend here has multi-dimensional memory. Before::
 
     def f(A: T.Buffer((4, 8), "float32"), B: T.Buffer((4, 8), "float32")):
         for i, j in T.grid(4, 8):

@@ -247,8 +247,9 @@ def _is_below(info: BlockInfo, other: BlockInfo) -> bool:
 def _scope_cover(scope: BlockInfo, program: Program, out: list[Violation]) -> None:
     raw = program.raw_access.get(id(scope.block), set())
     children = scope.children
+    constants = program.func.constants  # T.allocate_const: covered by its values
     for buffer in scope.block.alloc_buffers:
-        if id(buffer) in raw:
+        if id(buffer) in raw or buffer in constants:
             continue
         writers = [c for c in children if any(r.buffer is buffer for r in c.block.writes)]
         for consumer in children:

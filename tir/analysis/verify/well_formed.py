@@ -21,6 +21,7 @@ Exact checks (each reported against the block, loop or function where it fails):
   predicate, appears in a write region or a store index (a block writing nothing is exempt).
   ``T.init()`` is allowed in a block without reduce iterators (``rfactor`` of an unsplit loop
   makes one): it then runs on every instance.
+- A constant buffer (``T.allocate_const``) is allocated by a block and written by none.
 - Writes are declared: every buffer a block stores to (directly, through its match_buffer
   views, or through nested blocks' writes), other than buffers allocated inside it, is in the
   block's ``T.writes``. The root block is exempt (its signature is never inferred).
@@ -441,4 +442,37 @@ def check_well_formed(program: Program) -> list[Violation]:
         _check_kinds(info.block, where, out)
         if info.parent is not None:
             _check_declared_writes(info.block, where, out)
+    out += check_constants(program)
+    return out
+
+
+def check_constants(program: Program) -> list[Violation]:
+    """``T.allocate_const`` buffers: allocated by a block of the function, written by none."""
+    out: list[Violation] = []
+    constants = program.func.constants
+    if not constants:
+        return out
+    allocated = {id(buffer) for info in program.blocks for buffer in info.block.alloc_buffers}
+    for buffer in constants:
+        if id(buffer) not in allocated:
+            out.append(
+                Violation(
+                    RULE,
+                    f"buffer {buffer.name!r}",
+                    "a constant (T.allocate_const) that no block allocates any more: a step replaced it, "
+                    "and its values would be lost",
+                    "",
+                )
+            )
+    for info in program.blocks:
+        for region in info.block.writes:
+            if region.buffer in constants:
+                out.append(
+                    Violation(
+                        RULE,
+                        block_target(info.block),
+                        f"writes {region.buffer.name}, a constant (T.allocate_const): its values are fixed",
+                        fragment(info.realize or info.block),
+                    )
+                )
     return out

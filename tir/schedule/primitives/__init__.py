@@ -4,10 +4,12 @@ IR -> IR functions and their precondition checks."""
 from __future__ import annotations
 
 from tir.schedule.primitives.annotate import AnnotationPrimitives
+from tir.schedule.primitives.axis_separator import AxisSeparatorPrimitives
 from tir.schedule.primitives.block_iters import BlockIterPrimitives
 from tir.schedule.primitives.blockize import BlockizePrimitives
 from tir.schedule.primitives.buffer_access import BufferAccessPrimitives
 from tir.schedule.primitives.cache import CachePrimitives
+from tir.schedule.primitives.cache_index import CacheIndexPrimitives
 from tir.schedule.primitives.compute_location import ComputeLocationPrimitives
 from tir.schedule.primitives.epilogue import EpiloguePrimitives
 from tir.schedule.primitives.inline import InlinePrimitives
@@ -19,6 +21,7 @@ from tir.schedule.primitives.partition import PartitionPrimitives
 from tir.schedule.primitives.read_write_at import ReadWriteAtPrimitives
 from tir.schedule.primitives.reduction import ReductionPrimitives
 from tir.schedule.primitives.reindex_cache import ReindexCachePrimitives
+from tir.schedule.primitives.rolling_buffer import RollingBufferPrimitives
 from tir.schedule.primitives.sampling import SamplingPrimitives
 
 
@@ -40,5 +43,8 @@ class PrimitiveMixins(
     PaddingPrimitives,
     ReadWriteAtPrimitives,
     MergePrimitives,
+    AxisSeparatorPrimitives,
+    CacheIndexPrimitives,
+    RollingBufferPrimitives,
 ):
     """All primitive families."""

@@ -878,6 +878,7 @@ class Instantiator(IRMutator):
             None if buffer.elem_offset is None else substitute(buffer.elem_offset, self.vars),
             buffer.align,
             buffer.offset_factor,
+            axis_separators=buffer.axis_separators,
         )
         self.buffers[id(buffer)] = new
         return new

@@ -71,7 +71,9 @@ def compute_inline(func: PrimFunc, block_name: str) -> PrimFunc:
 
     Preconditions (each refused with a ScheduleError, nothing changed):
 
-    - the block is spatial (no reduction or opaque iterator, no ``T.init``);
+    - the block is spatial (no reduction or opaque iterator, and no ``T.init`` unless, with no
+      reduction iterator, it runs at every instance and folds into the store: ``B[p] = 0``
+      then ``B[p] = B[p] + e`` is ``B[p] = 0 + e``);
     - its body is one store ``B[v0, v1, ...] = value`` whose index is a permutation of its
       iterators (each exactly once), with no buffer allocated or matched in the block;
     - ``value`` does not read ``B``; ``B`` is not a function parameter (its writes are the
@@ -162,12 +164,15 @@ def reverse_compute_inline(func: PrimFunc, block_name: str) -> PrimFunc:
 
     Preconditions (each refused with a ScheduleError, nothing changed):
 
-    - the block is spatial (no reduction or opaque iterator, no ``T.init``), its body is one
+    - the block is spatial (no reduction or opaque iterator, no ``T.init`` but one that folds
+      as for the producer below), its body is one
       store that does not read what it stores to, and its ``T.where`` (if any) only bounds its
       iterators to their domains;
     - among the buffers it reads, exactly one (``B``) is written by a block of the program:
       its producer, which is the only writer of ``B``, comes before it in the same block
-      scope, and is itself spatial with one store ``B[...] = e`` that does not read ``B``;
+      scope, and is itself spatial with one store ``B[...] = e`` that does not read ``B``
+      (a ``T.init`` with no reduction iterator runs at every instance: ``B[p] = 0`` then
+      ``B[p] = B[p] + e`` folds to ``B[p] = 0 + e``);
     - ``B`` is not a function parameter and no block but the consumer reads it;
     - the consumer reads ``B`` at one index, with no vector index, that can be inverted: each
       dimension one of its iterators plus an offset (or free of its iterators), each iterator
@@ -260,7 +265,8 @@ def reverse_compute_inline(func: PrimFunc, block_name: str) -> PrimFunc:
 
     producer_target = f"producer {producer.block.name!r}"
     _, reduce, opaque = iter_kinds(producer.block)
-    if reduce or opaque or producer.block.init is not None:
+    folded = _folded_init_store(producer.block)
+    if reduce or opaque or (producer.block.init is not None and folded is None):
         raise ScheduleError(
             primitive,
             target,
@@ -269,7 +275,8 @@ def reverse_compute_inline(func: PrimFunc, block_name: str) -> PrimFunc:
         )
     if not isinstance(producer.block.body, BufferStore) or producer.block.alloc_buffers or producer.block.match_buffers:
         raise ScheduleError(primitive, target, f"the body of the {producer_target} is not a single store", producer)
-    producer_store = producer.block.body
+    # An init without reduction iterators runs at every instance: folded into the one store.
+    producer_store = producer.block.body if folded is None else folded
     if producer_store.buffer is not buffer or _loads_of(producer_store.value, buffer):
         raise ScheduleError(
             primitive, target, f"the {producer_target} must store to {buffer.name} once and not read it", producer_store
@@ -371,7 +378,7 @@ def reverse_compute_inline(func: PrimFunc, block_name: str) -> PrimFunc:
                 f"does not depend on its iterators where {iv.var.name} varies",
                 producer,
             )
-    new_block = producer.block.replace(body=BufferStore(output, new_value, new_indices))
+    new_block = producer.block.replace(init=None, body=BufferStore(output, new_value, new_indices))
     reads, writes = infer_block_access(new_block)
     new_block = new_block.replace(reads=reads, writes=writes)
     new_producer = producer.replace(block=new_block, predicate=predicate)
@@ -392,10 +399,11 @@ def _find_block(index: TreeIndex, name: str, primitive: str) -> BlockRealize:
 
 
 def _single_store(primitive: str, realize: BlockRealize) -> BufferStore:
+    """The block's one store; a ``T.init`` without reduction iterators folded into it."""
     block = realize.block
     target = block_target(realize)
     _, reduce, opaque = iter_kinds(block)
-    if reduce or block.init is not None:
+    if reduce or (block.init is not None and _folded_init_store(block) is None):
         raise ScheduleError(
             primitive, target, "the block is a reduction (T.init or reduction iterators); only spatial blocks inline"
         )
@@ -405,7 +413,45 @@ def _single_store(primitive: str, realize: BlockRealize) -> BufferStore:
         raise ScheduleError(
             primitive, target, "the block's body is not a single BufferStore (with no allocation or match_buffer)"
         )
-    return block.body
+    folded = _folded_init_store(block)
+    return block.body if folded is None else folded
+
+
+def _folded_init_store(block: Block) -> BufferStore | None:
+    """For a block with a ``T.init`` but no reduction iterator (the init runs at every
+    instance: every reduction iterator, of which there are none, is at its start), the one
+    store it amounts to: ``B[p] = init`` then ``B[p] = f(B[p])`` is ``B[p] = f(init)``.
+
+    None unless the init and the body are single stores to the same element, the init's value
+    does not read that buffer and the body reads it only at that element (TVM's
+    test_inline_with_reduction: a batch matmul over a unit reduction written as all-spatial).
+    """
+    init, body = block.init, block.body
+    _, reduce, opaque = iter_kinds(block)
+    if reduce or opaque or not isinstance(init, BufferStore) or not isinstance(body, BufferStore):
+        return None
+    buffer = init.buffer
+    if body.buffer is not buffer or len(init.indices) != len(body.indices):
+        return None
+    if not all(structural_equal(a, b) for a, b in zip(init.indices, body.indices)):
+        return None
+    if _loads_of(init.value, buffer) or any(_loads_of(i, buffer) for i in (*init.indices, *body.indices)):
+        return None
+    for load in _loads_of(body.value, buffer):
+        if len(load.indices) != len(body.indices) or not all(
+            structural_equal(a, b) for a, b in zip(load.indices, body.indices)
+        ):
+            return None
+
+    class Fold(IRMutator):
+        def visit_BufferLoad(self, load: BufferLoad) -> PrimExpr:
+            if load.buffer is buffer:
+                return init.value
+            return self.generic_visit(load)  # type: ignore[return-value]
+
+    value = Fold().visit(body.value)
+    assert isinstance(value, PrimExpr)
+    return BufferStore(buffer, value, body.indices)
 
 
 def _is_around(index: TreeIndex, outer: BlockRealize, inner: BlockRealize) -> bool:

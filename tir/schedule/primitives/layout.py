@@ -90,6 +90,7 @@ from tir.schedule.primitives._layout_util import (
     trivial_loop_nest,
     unique_name,
 )
+from tir.schedule.primitives.axis_separator import set_axis_separator
 from tir.schedule.tree import TreeIndex, replace_stmt
 from tir.script.printer import to_script
 
@@ -506,6 +507,14 @@ def transform_layout(
     A function parameter may be transformed too (its shape constant): the signature changes, so
     callers pass and get back arrays in the new layout (as TVM's signature rewrite).
 
+    A map written with TVM's ``IndexMap.AXIS_SEPARATOR`` between results
+    (``lambda i, j: (i, IndexMap.AXIS_SEPARATOR, j)``) also gives the buffer those axis
+    separators (see ``set_axis_separator``; the Schedule method records that as a separate
+    ``set_axis_separator``). Without one, separators the buffer had stay if the number of
+    dimensions does, and are dropped otherwise. The identity map with separators changes nothing
+    else: of the preconditions below only the first applies to it (a viewed buffer may get
+    separators this way), and the Schedule method records it as the ``set_axis_separator`` alone.
+
     Preconditions: the buffer is allocated in the function or is a parameter of constant
     shape, has no explicit strides or offset, is not viewed by a
     ``match_buffer``, is never accessed with a vector index (``T.ramp``), and the map takes one
@@ -558,6 +567,10 @@ def transform_layout(
         raise ScheduleError(
             primitive, target, f"{buffer.name} is not allocated by a block of the function (a match_buffer view?)"
         )
+    index_map = _coerce_map(index_map, buffer.ndim, [s.dtype for s in buffer.shape], primitive, target)
+    if index_map.axis_separators and _is_identity(index_map):
+        # TVM's way to give axis separators alone: no access or view changes.
+        return set_axis_separator(func, block_name, buffer_kind, buffer_index, index_map.axis_separators)
     if buffer.strides or buffer.elem_offset is not None:
         raise ScheduleError(
             primitive,
@@ -571,7 +584,6 @@ def transform_layout(
             target,
             f"block {viewer.name!r} views {buffer.name} through a match_buffer; the view would not follow the layout",
         )
-    index_map = _coerce_map(index_map, buffer.ndim, [s.dtype for s in buffer.shape], primitive, target)
     accesses = _all_accesses(func, buffer)
     for access in accesses:
         if has_ramp(access.indices):
@@ -582,7 +594,14 @@ def transform_layout(
     image = bijective_box_image(
         index_map, domain, primitive, target, f"the shape {list(map(str, buffer.shape))}", padding=True
     )
-    new_buffer = buffer.replace(shape=tuple(image.shape))
+    if index_map.axis_separators:
+        separators = index_map.axis_separators
+        if separators[-1] > len(image.shape):
+            raise ScheduleError(primitive, target, f"the map's axis separators {list(separators)} lie past its results")
+    else:
+        # Separators set earlier keep their meaning only if the dimensions do.
+        separators = buffer.axis_separators if len(image.shape) == buffer.ndim else ()
+    new_buffer = buffer.replace(shape=tuple(image.shape), axis_separators=separators)
     rewriter = _LayoutRewriter(buffer, new_buffer, index_map)
     params = tuple(new_buffer if param is buffer else param for param in func.params)
     result = func.replace(params=params, body=rewriter.visit(func.body))
@@ -703,6 +722,10 @@ def _unique_block_name(func: PrimFunc, wanted: str) -> str:
         name = f"{wanted}_{k}"
         k += 1
     return name
+
+
+def _is_identity(index_map: IndexMap) -> bool:
+    return list(index_map.results) == list(index_map.params)
 
 
 def _coerce_map(index_map: IndexMapLike, ndim: int, dtypes: Sequence[Any], primitive: str, target: str) -> IndexMap:
@@ -1477,12 +1500,20 @@ class LayoutPrimitives:
             # The trace keeps the function as text, like the index map.
             pad = str(_coerce_map(pad_value, len(imap.results), [r.dtype for r in imap.results], primitive, target))
         name = realize.block.name
+        separators = list(imap.axis_separators)
+        if separators and _is_identity(imap):
+            self.set_axis_separator(block, (kind, position), separators)  # type: ignore[attr-defined]
+            return
+        plain = IndexMap(imap.params, imap.results)  # the trace's text cannot hold separators
         self._apply(  # type: ignore[attr-defined]
             primitive,
-            (block, (kind, position), str(imap)),
+            (block, (kind, position), str(plain)),
             {} if pad is None else {"pad_value": pad},
-            lambda func: transform_layout(func, name, kind, position, imap, pad),
+            lambda func: transform_layout(func, name, kind, position, plain, pad),
         )
+        if separators:
+            # As TVM: the separators are a set_axis_separator of their own in the trace.
+            self.set_axis_separator(block, (kind, position), separators)  # type: ignore[attr-defined]
 
     @doc_from(transform_block_layout)
     def transform_block_layout(self, block: BlockRV, index_map: IndexMapLike) -> None:

@@ -9,8 +9,6 @@ its iteration domain exactly once.
 
 from __future__ import annotations
 
-import math
-
 from tir.analysis import infer_block_access
 from tir.arith import Analyzer, simplify
 from tir.arith.iter_map import determined_vars
@@ -19,16 +17,11 @@ from tir.ir import (
     BlockRealize,
     Buffer,
     BufferLoad,
-    BufferStore,
-    FloatImm,
     For,
     ForKind,
     IntImm,
     IterKind,
     IterVar,
-    Max,
-    Min,
-    Mul,
     PrimExpr,
     PrimFunc,
     Range,
@@ -37,10 +30,11 @@ from tir.ir import (
     Var,
     substitute,
 )
-from tir.ir.expr import Add, conjunction
+from tir.ir.expr import conjunction
 from tir.ir.structural import structural_equal
 from tir.schedule.errors import ScheduleError
 from tir.schedule.handles import BlockRV, LoopRV
+from tir.schedule.primitives._combiner_util import identity_ok, match_combiner, take_apart
 from tir.schedule.primitives._common import block_target, const_extent, doc_from, loop_dom_map, loop_target
 from tir.schedule.primitives._init_order_util import check_init_order
 from tir.schedule.primitives._reduction_util import (
@@ -274,14 +268,6 @@ def _buffer_ids(node: Stmt) -> set[int]:
     return found
 
 
-def _loads(expr: PrimExpr) -> list[BufferLoad]:
-    from tir.ir import post_order_visit
-
-    found: list[BufferLoad] = []
-    post_order_visit(expr, lambda n: found.append(n) if isinstance(n, BufferLoad) else None)
-    return found
-
-
 # ===================================================================== merge_reduction
 
 
@@ -503,72 +489,64 @@ def merge_reduction(func: PrimFunc, init_name: str, update_name: str) -> PrimFun
 
 # ===================================================================== rfactor
 
-_OP_NAMES = {Add: "+", Mul: "*", Max: "T.max", Min: "T.min"}
-
-
-def _identity_ok(op: type, value: PrimExpr) -> tuple[bool, str]:
-    """Whether ``value`` is the identity of ``op`` for its dtype, and what was expected."""
-    dtype = value.dtype
-    if op is Add:
-        return isinstance(value, (IntImm, FloatImm)) and value.value == 0, "0"
-    if op is Mul:
-        return isinstance(value, (IntImm, FloatImm)) and value.value == 1, "1"
-    lowest = op is Max
-    if isinstance(value, IntImm):
-        want = dtype.min_value() if lowest else dtype.max_value()
-        return value.value == want, str(want)
-    if isinstance(value, FloatImm):
-        finite = _float_max(str(dtype))
-        if lowest:
-            ok = value.value == -math.inf or (finite is not None and value.value == -finite)
-            return ok, f'T.{dtype}("-inf") or the lowest {dtype}'
-        ok = value.value == math.inf or (finite is not None and value.value == finite)
-        return ok, f'T.{dtype}("inf") or the largest {dtype}'
-    return False, "a constant"
-
-
-def _float_max(dtype: str) -> float | None:
-    try:
-        import numpy as np
-
-        return float(np.finfo(dtype).max)
-    except (TypeError, ValueError):
-        return None
+# Imported from here by epilogue and lower_cross_thread_reduction.
+_identity_ok = identity_ok
 
 
 def rfactor(func: PrimFunc, loop_var: Var, factor_axis: int) -> tuple[PrimFunc, str]:
     """Factor a reduction over ``loop`` out into an intermediate buffer (TVM's ``rfactor``).
 
-    The block under ``loop`` (a reduction ``C[s] = C[s] op f(...)`` with ``op`` one of ``+``
-    (init 0), ``*`` (init 1), ``T.max`` (init -inf or the dtype's lowest value), ``T.min``
-    (init inf or the largest value)) becomes two blocks:
+    The block under ``loop`` is a reduction whose update rfactor recognizes as a combiner
+    (``_combiner_util`` has the details):
 
-    - ``"<name>_rf"``, in place, over the same loops: it reduces into a new buffer ``C_rf``, the
-      shape of ``C`` with a dimension of size ``extent(loop)`` inserted at ``factor_axis``; the
-      loop's variable drives a *spatial* iterator of it, so the loop can then be parallelized or
-      vectorized. Every loop that drove a reduce iterator gets an iterator of its own (the old
-      reduce iterators are replaced by their bindings).
-    - ``"<name>"`` (the write-back, which keeps the name): ``C[s] = C[s] op C_rf[s, r]``,
-      reducing over the new dimension, with the same init. It gets copies of the loops that
-      drive spatial iterators and of ``loop``, from the outermost reduce loop inward, and goes
-      right after that loop (the copy of ``loop`` is serial). ``C_rf`` is allocated in the
-      block's enclosing block.
+    - one output, ``C[s] = C[s] op f(...)`` with ``op`` one of ``+`` (init 0), ``*`` (init 1),
+      ``T.max`` (init -inf or the dtype's lowest value), ``T.min`` (init inf or the largest
+      value); the new value may be bound to a let first (``v = C[s] + f(...); C[s] = v``);
+    - argmax / argmin over an index and a value output, written as TVM writes them: a
+      ``T.init()`` of two stores ``(-1, lowest)`` (argmin: ``(-1, largest)``), and a body that
+      binds both new values to lets and then stores them. Of equal values, TOPI's form keeps
+      the smaller index (``V[s] > v or V[s] == v and I[s] < i``); it is associative and
+      commutative, so any reduce loop can be factored. The order-keeping form (``V[s] >= v``,
+      argmin ``V[s] <= v``) keeps the equal value met first: it is not commutative, so rfactor
+      accepts it only where it keeps the order of the iterations, when every reduce loop
+      outside ``loop`` has one iteration (factoring the outermost reduce loop; TVM accepts any
+      loop, and then equal values may give another index);
+    - several outputs each reduced on its own by one of the scalar forms, in the let form.
 
-    Returns the ``_rf`` block. The sum is reassociated: float results change in the last bits.
+    It becomes two blocks:
+
+    - ``"<name>_rf"``, in place, over the same loops: it reduces into new buffers ``C_rf`` (one
+      per output), the shape of ``C`` with a dimension of size ``extent(loop)`` inserted at
+      ``factor_axis``; the loop's variable drives a *spatial* iterator of it, so the loop can
+      then be parallelized or vectorized. Every loop that drove a reduce iterator gets an
+      iterator of its own (the old reduce iterators are replaced by their bindings).
+    - ``"<name>"`` (the write-back, which keeps the name): the same combiner folding ``C_rf``
+      into ``C``, reducing over the new dimension, with the same init. It gets copies of the
+      loops that drive spatial iterators and of ``loop``, from the outermost reduce loop
+      inward, and goes right after that loop (the copy of ``loop`` is serial). The ``C_rf``
+      buffers are allocated in the block's enclosing block.
+
+    Both blocks keep the block's form (its init order, its lets, its store order). Returns the
+    ``_rf`` block. Sums are reassociated: float results change in the last bits. Float inputs
+    are assumed not to be NaN (with NaN, max, min, argmax and argmin are not associative).
 
     Preconditions (each refused with a ScheduleError): exactly one block lies under ``loop``;
     it has an init and is a reduction (spatial and reduce iterators only, one or more reduce,
-    no buffer of its own) of the form above, with one output whose index uses the spatial
-    iterators only (one element per spatial point) and an init value that is the identity of
-    ``op``; ``loop`` drives a reduce iterator and no spatial iterator; ``-(ndim(C) + 1) <=
-    factor_axis <= ndim(C)`` (a negative axis counts from the end: -1 puts it last); ``loop`` has a constant min and extent; no loop drives both spatial and reduce
-    iterators; the bounds of the reduce loops use no loop or block iterator; only loops lie
-    between the outermost reduce loop and the block; the copied loops' bounds do not use the
-    loops left out, nor do the predicate conjuncts without a reduce loop (the write-back keeps
-    those); nothing else under the outermost reduce loop accesses ``C``; each reduce
-    iterator is at its minimum when its loops start; and every predicate conjunct that uses a
-    reduce loop holds whenever the reduce loops other than ``loop`` start (so every element of
-    ``C_rf`` gets its init).
+    no buffer of its own) of a form above: the init is buffer stores to different outputs;
+    with lets, one let per init store, none using another, then only stores, one per output,
+    each storing a different let variable to a buffer the init stores to; the outputs have one
+    shape and every store is at the same indices, which use the spatial iterators only (one
+    element per spatial point); the init values are the combiner's identity; ``loop`` drives a
+    reduce iterator and no spatial iterator (and, for an order-keeping combiner, the reduce
+    loops outside it have one iteration); ``-(ndim(C) + 1) <= factor_axis <= ndim(C)`` (a
+    negative axis counts from the end: -1 puts it last); ``loop`` has a constant min and
+    extent; no loop drives both spatial and reduce iterators; the bounds of the reduce loops
+    use no loop or block iterator; only loops lie between the outermost reduce loop and the
+    block; the copied loops' bounds do not use the loops left out, nor do the predicate
+    conjuncts without a reduce loop (the write-back keeps those); nothing else under the
+    outermost reduce loop accesses the outputs; each reduce iterator is at its minimum when
+    its loops start; and every predicate conjunct that uses a reduce loop holds whenever the
+    reduce loops other than ``loop`` start (so every element of ``C_rf`` gets its init).
 
     Before (``rfactor(k_1, 0)`` after ``split(k, [None, 4])``)::
 
@@ -596,6 +574,48 @@ def rfactor(func: PrimFunc, loop_var: Var, factor_axis: int) -> tuple[PrimFunc, 
                     with T.init():
                         B[vi] = 0.0
                     B[vi] = B[vi] + B_rf[vk_1, vi]
+
+    An argmax (TOPI's form; ``rfactor(k_1, 1)`` after ``split(k, [None, 4])``)::
+
+        for i, k_0, k_1 in T.grid(8, 4, 4):
+            with T.block("M"):
+                vi = T.spatial_axis(8, i)
+                vk = T.reduce_axis(16, k_0 * 4 + k_1)
+                with T.init():
+                    I[vi] = -1
+                    V[vi] = T.min_value("float32")
+                v_i = T.select(V[vi] > A[vi, vk] or V[vi] == A[vi, vk] and I[vi] < vk, I[vi], vk)
+                v_v = T.select(V[vi] > A[vi, vk], V[vi], A[vi, vk])
+                I[vi] = v_i
+                V[vi] = v_v
+
+    After (``...`` shortens the ``_rf`` block's selects, which fold in ``A`` as before)::
+
+        I_rf = T.alloc_buffer((8, 4), "int32")
+        V_rf = T.alloc_buffer((8, 4), "float32")
+        for i in range(8):
+            for k_0, k_1 in T.grid(4, 4):
+                with T.block("M_rf"):
+                    vi, vk_1, vk_0 = T.remap("SSR", i, k_1, k_0)
+                    with T.init():
+                        I_rf[vi, vk_1] = -1
+                        V_rf[vi, vk_1] = T.min_value("float32")
+                    v_i_rf = T.select(V_rf[vi, vk_1] > A[vi, vk_0 * 4 + vk_1] or ..., I_rf[vi, vk_1],
+                                      vk_0 * 4 + vk_1)
+                    v_v_rf = T.select(V_rf[vi, vk_1] > A[vi, vk_0 * 4 + vk_1], ...)
+                    I_rf[vi, vk_1] = v_i_rf
+                    V_rf[vi, vk_1] = v_v_rf
+            for k_1 in range(4):
+                with T.block("M"):
+                    vi, vk_1 = T.remap("SR", i, k_1)
+                    with T.init():
+                        I[vi] = -1
+                        V[vi] = T.min_value("float32")
+                    v_i = T.select(V[vi] > V_rf[vi, vk_1] or V[vi] == V_rf[vi, vk_1] and I[vi] < I_rf[vi, vk_1],
+                                   I[vi], I_rf[vi, vk_1])
+                    v_v = T.select(V[vi] > V_rf[vi, vk_1], V[vi], V_rf[vi, vk_1])
+                    I[vi] = v_i
+                    V[vi] = v_v
     """
     primitive = "rfactor"
     index = TreeIndex(func)
@@ -617,41 +637,12 @@ def rfactor(func: PrimFunc, loop_var: Var, factor_axis: int) -> tuple[PrimFunc, 
     if block.alloc_buffers or block.match_buffers:
         raise shape.fail("the block allocates or matches buffers of its own", realize)
 
-    # The form: one init store of an identity, one update store combining the output.
-    stores = init_stores(block)
-    if stores is None or len(stores) != 1:
-        raise shape.fail("rfactor needs a single init store `C[...] = <identity>`", block.init)
-    init = stores[0]
-    output = init.buffer
-    form = f"`{output.name}[...] = {output.name}[...] op e` with op one of +, *, T.max, T.min"
-    update = block.body
-    if not (isinstance(update, BufferStore) and update.buffer is output):
-        raise shape.fail(f"the body must be one store of the form {form}; saw:\n{update}", update)
-    value = update.value
-    op = type(value)
-    if op not in _OP_NAMES:
-        raise shape.fail(f"the body must be of the form {form}; saw the value {value}", update)
-    a, b = value.a, value.b  # type: ignore[attr-defined]
-
-    def is_output(e: PrimExpr) -> bool:
-        return isinstance(e, BufferLoad) and e.buffer is output
-
-    if is_output(a) and not accesses_expr(b, output):
-        output_first, rhs = True, b
-    elif is_output(b) and not accesses_expr(a, output):
-        output_first, rhs = False, a
-    else:
-        raise shape.fail(
-            f"the body must combine {output.name}[...] with a value that does not read {output.name} ({form}); "
-            f"saw the value {value}",
-            update,
-        )
-    ok, expected = _identity_ok(op, init.value)
-    if not ok:
-        raise shape.fail(
-            f"the init value {init.value} is not the identity of {_OP_NAMES[op]} (expected {expected})", init
-        )
-    shape.check_outputs([init])
+    # The form: init stores of an identity, an update that is a known combiner.
+    update = take_apart(block.init, block.body, shape.fail)
+    combiner = match_combiner(update, shape.fail)
+    shape.check_outputs(update.inits)
+    outputs = update.outputs
+    first = update.inits[0]
 
     # The loop.
     if loop_var not in shape.reduce_loop_vars:
@@ -665,12 +656,13 @@ def rfactor(func: PrimFunc, loop_var: Var, factor_axis: int) -> tuple[PrimFunc, 
             f"the loop drives a spatial iterator of block {block.name!r} as well as a reduce one",
             realize,
         )
-    ndim = len(output.shape)
+    ndim = len(first.buffer.shape)
+    names = "/".join(b.name for b in outputs)
     if isinstance(factor_axis, bool) or not isinstance(factor_axis, int) or not -(ndim + 1) <= factor_axis <= ndim:
         raise ScheduleError(
             primitive,
             loop_target(loop),
-            f"factor_axis must be in [{-(ndim + 1)}, {ndim}] for {output.name} (negative: counted from the end), "
+            f"factor_axis must be in [{-(ndim + 1)}, {ndim}] for {names} (negative: counted from the end), "
             f"got {factor_axis!r}",
         )
     if factor_axis < 0:
@@ -681,6 +673,19 @@ def rfactor(func: PrimFunc, loop_var: Var, factor_axis: int) -> tuple[PrimFunc, 
     if mixed is not None:
         raise shape.fail(f"loop {mixed.loop_var.name} drives both spatial and reduce iterators", mixed)
     reduce_loops = [lp for lp in loops if lp.loop_var in shape.reduce_loop_vars]
+    if combiner.ordered:
+        outside = [lp for lp in reduce_loops[: reduce_loops.index(loop)] if not is_one(lp.extent)]
+        if outside:
+            raise ScheduleError(
+                primitive,
+                loop_target(loop),
+                f"block {block.name!r} is an {combiner.name}: of equal values it keeps the one met first, so the "
+                f"result depends on the order of the iterations, and factoring loop {loop_var.name} inside reduce "
+                f"loop {outside[-1].loop_var.name} changes that order; factor the outermost reduce loop "
+                f"{outside[0].loop_var.name}, or write the tie-breaking form that keeps the smaller index "
+                "(`V[s] > v or V[s] == v and I[s] < i`)",
+                realize,
+            )
     outer_reduce = reduce_loops[0]
     defined = {lp.loop_var for lp in index.loops.values()}
     defined |= {iv.var for r in index.blocks.values() for iv in r.block.iter_vars}
@@ -703,10 +708,10 @@ def rfactor(func: PrimFunc, loop_var: Var, factor_axis: int) -> tuple[PrimFunc, 
                 "write-back block does not get",
                 lp,
             )
-    clash = other_user(outer_reduce, realize, [output])
+    clash = other_user(outer_reduce, realize, outputs)
     if clash is not None:
         raise shape.fail(
-            f"something else under loop {outer_reduce.loop_var.name} accesses the output {output.name}", outer_reduce
+            f"something else under loop {outer_reduce.loop_var.name} accesses the output {clash.name}", outer_reduce
         )
     shape.check_first_instance_inits(reduce_loops)
     reduce_loop_vars = {lp.loop_var for lp in reduce_loops}
@@ -730,19 +735,21 @@ def rfactor(func: PrimFunc, loop_var: Var, factor_axis: int) -> tuple[PrimFunc, 
                 realize,
             )
 
-    # The intermediate buffer.
-    rf_shape = list(output.shape)
+    # The intermediate buffers, one per output.
+    rf_shape = list(first.buffer.shape)
     rf_shape.insert(factor_axis, IntImm(extent, loop_var.dtype))
-    rf_buffer = Buffer(unique_buffer_name(func, f"{output.name}_rf"), tuple(rf_shape), output.dtype, output.scope)
+    rf_buffers: list[Buffer] = []
+    for output in outputs:
+        name = unique_buffer_name(func, f"{output.name}_rf")
+        if any(b.name == name for b in rf_buffers):
+            name = f"{name}_{len(rf_buffers)}"
+        rf_buffers.append(Buffer(name, tuple(rf_shape), output.dtype, output.scope))
 
     def rf_indices(indices: tuple[PrimExpr, ...], var: Var) -> tuple[PrimExpr, ...]:
         position = var if is_zero(loop.min) else var - loop.min
         items = list(indices)
         items.insert(factor_axis, position)
         return tuple(items)
-
-    def combine(acc: PrimExpr, other: PrimExpr) -> PrimExpr:
-        return op(acc, other) if output_first else op(other, acc)
 
     # The rfactor block, in place.
     rf_var = Var(f"v{loop_var.name}", loop_var.dtype)
@@ -762,9 +769,11 @@ def rfactor(func: PrimFunc, loop_var: Var, factor_axis: int) -> tuple[PrimFunc, 
     for iv, binding in new_reduce:
         iter_vars.append(iv)
         bindings.append(binding)
-    rf_index = rf_indices(init.indices, rf_var)
-    rf_body = BufferStore(rf_buffer, combine(BufferLoad(rf_buffer, rf_index), substitute(rhs, old_reduce)), rf_index)
-    rf_init = BufferStore(rf_buffer, init.value, rf_index)
+    rf_index = rf_indices(first.indices, rf_var)
+    rf_values = combiner.combine(
+        [BufferLoad(b, rf_index) for b in rf_buffers], [substitute(y, old_reduce) for y in combiner.operands]
+    )
+    rf_init, rf_body = update.rebuild(rf_buffers, rf_index, rf_values, "_rf")
     rf_name = unique_block_name(index, f"{block.name}_rf")
     rf_block = _with_access(
         Block(rf_name, tuple(iter_vars), (), (), rf_body, rf_init, annotations=dict(block.annotations))
@@ -785,13 +794,11 @@ def rfactor(func: PrimFunc, loop_var: Var, factor_axis: int) -> tuple[PrimFunc, 
     wb_rf_var = Var(f"v{loop_var.name}", loop_var.dtype)
     wb_iters.append(IterVar(wb_rf_var, Range(loop.min, loop.extent), IterKind.REDUCE))
     wb_bindings.append(copies[loop_var])
-    wb_index = tuple(substitute(i, wb_rename) for i in init.indices)
-    wb_body = BufferStore(
-        output,
-        combine(BufferLoad(output, wb_index), BufferLoad(rf_buffer, rf_indices(wb_index, wb_rf_var))),
-        wb_index,
+    wb_index = tuple(substitute(i, wb_rename) for i in first.indices)
+    wb_values = combiner.combine(
+        [BufferLoad(b, wb_index) for b in outputs], [BufferLoad(b, rf_indices(wb_index, wb_rf_var)) for b in rf_buffers]
     )
-    wb_init = BufferStore(output, init.value, wb_index)
+    wb_init, wb_body = update.rebuild(list(outputs), wb_index, wb_values, "")
     wb_block = _with_access(Block(block.name, tuple(wb_iters), (), (), wb_body, wb_init))
     wb_predicate = conjunction([substitute(part, copies) for part in spatial_parts])
     nest: Stmt = BlockRealize(tuple(wb_bindings), wb_predicate, wb_block)
@@ -810,16 +817,16 @@ def rfactor(func: PrimFunc, loop_var: Var, factor_axis: int) -> tuple[PrimFunc, 
     index = TreeIndex(step)
     scope = index.scope_block(index.blocks[rf_name])
     assert scope is not None
-    scope_block = scope.block.replace(alloc_buffers=(*scope.block.alloc_buffers, rf_buffer))
+    scope_block = scope.block.replace(alloc_buffers=(*scope.block.alloc_buffers, *rf_buffers))
     return replace_stmt(index, scope, scope.replace(block=scope_block)), rf_name
+
+
+def is_one(expr: PrimExpr) -> bool:
+    return isinstance(expr, IntImm) and expr.value == 1
 
 
 def is_zero(expr: PrimExpr) -> bool:
     return isinstance(expr, IntImm) and expr.value == 0
-
-
-def accesses_expr(expr: PrimExpr, buffer: Buffer) -> bool:
-    return any(load.buffer is buffer for load in _loads(expr))
 
 
 # ===================================================================== Schedule methods
