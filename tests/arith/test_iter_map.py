@@ -129,6 +129,20 @@ def test_paper_split_bindings_accepted() -> None:
     assert [str(s) for s in result.indices or []] == ["i // 4", "i % 4"]
 
 
+def test_ranges_are_in_each_bindings_own_type() -> None:
+    # An int64 loop next to int32 ones (TVM's reindex mixed_dtype program): each range is in
+    # its binding's type, min and extent alike, so it compares with the iterator's domain.
+    i0, i1 = Var("i0", "int64"), Var("i1", "int32")
+    dom = {i0: Range(IntImm(0, "int64"), IntImm(2, "int64")), i1: Range(IntImm(0, "int32"), IntImm(1280, "int32"))}
+    for bindings in ([i0, i1], [i1, i0], [i1 // 8, i0, i1 % 8]):
+        result = detect_iter_map(bindings, dom)
+        assert result.ok, result.errors
+        for binding, rng in zip(bindings, result.ranges):
+            assert rng.min.dtype == binding.dtype and rng.extent.dtype == binding.dtype
+    result = detect_iter_map([i0, i1], dom)
+    assert Analyzer().can_prove_equal(result.ranges[1].extent, dom[i1].extent)
+
+
 def test_same_iterator_twice_is_not_independent() -> None:
     i = Var("i")
     result = detect_iter_map([i, i], {i: R(8)})

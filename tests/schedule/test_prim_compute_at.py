@@ -7,7 +7,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from schedule_testing import check_numerics, check_schedule
+from schedule_testing import check_numerics, check_replay, check_schedule
 
 import tir
 import tir.script as T
@@ -691,3 +691,67 @@ def test_compute_at_a_block_that_writes_a_row_per_instance() -> None:
         loops = sch.get_loops(sch.get_block("C"))
         sch.compute_at(sch.get_block("B"), loops[position])
         check_numerics(inner_loop, sch.func)
+
+
+# ---------------------------------------------------------------- reversed write index
+
+
+@T.script
+def reversed_write(X: T.Buffer((10, 10), "float32"), Z: T.Buffer((10, 10), "float32")):
+    Y = T.alloc_buffer((10, 10), "float32")
+    for i, j in T.grid(10, 10):
+        with T.block("b0"):
+            vi, vj = T.remap("SS", i, j)
+            Y[9 - vi, 9 - vj] = X[vi, vj] + 1.0
+    for i, j in T.grid(10, 10):
+        with T.block("b1"):
+            vi, vj = T.remap("SS", i, j)
+            Z[vi, vj] = Y[vj, vi] + 2.0
+
+
+def test_compute_at_reversed_write_index(golden) -> None:  # type: ignore[no-untyped-def]
+    # TVM's test_compute_at_rev_iter: column i of Y is written by vj = 9 - i.
+    sch = Schedule(reversed_write)
+    i, _ = sch.get_loops(sch.get_block("b1"))
+    sch.compute_at(sch.get_block("b0"), i)
+    check_schedule(sch, reversed_write, golden, "schedule/compute_at_reversed_write")
+    assert "T.spatial_axis(10, 9 - i)" in sch.func.script()
+
+
+# ---------------------------------------------------------------- index: where under the loop
+
+
+@T.script
+def side_statement(A: T.Buffer((16, 8), "float32"), C: T.Buffer((16, 8), "float32"), E: T.Buffer((16,), "float32")):
+    B = T.alloc_buffer((16, 8), "float32")
+    for i, j in T.grid(16, 8):
+        with T.block("B"):
+            vi, vj = T.remap("SS", i, j)
+            B[vi, vj] = A[vi, vj] * 2.0
+    for i in range(16):
+        with T.block("E"):
+            vi = T.remap("S", i)
+            E[vi] = A[vi, 0] - 1.0
+        for j in range(8):
+            with T.block("C"):
+                vi, vj = T.remap("SS", i, j)
+                C[vi, vj] = B[vi, vj] + 1.0
+
+
+def test_compute_at_to_index() -> None:
+    # index=1: after E (which does not read B), before C.
+    sch = Schedule(side_statement)
+    (i,) = sch.get_loops(sch.get_block("E"))
+    sch.compute_at(sch.get_block("B"), i, index=1)
+    check_numerics(side_statement, sch.func)
+    check_replay(sch, side_statement)
+    script = sch.func.script()
+    assert script.index('T.block("E")') < script.index('T.block("B")') < script.index('T.block("C")')
+
+
+def test_compute_at_refuses_an_index_after_a_consumer() -> None:
+    sch = Schedule(side_statement)
+    (i,) = sch.get_loops(sch.get_block("E"))
+    with pytest.raises(ScheduleError, match=r"index=2: statement 1 of the loop i reads what the block writes"):
+        sch.compute_at(sch.get_block("B"), i, index=2)
+    assert tir.structural_equal(sch.func, side_statement)

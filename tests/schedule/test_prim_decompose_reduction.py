@@ -481,3 +481,27 @@ def test_decompose_a_blockized_reduction_refuses(func: PrimFunc, message: str) -
     with pytest.raises(ScheduleError, match=message):
         sch.decompose_reduction(block, io)
     assert sch.func is before
+
+
+@T.script
+def rowsum_not_quasi_affine(A: T.Buffer((128, 128), "float32"), B: T.Buffer((128,), "float32")):
+    for i, k in T.grid(128, 16):
+        with T.block("B"):
+            vi = T.axis.S(128, i)
+            vk = T.axis.R(128, T.floordiv(k * k, 2))
+            with T.init():
+                B[vi] = 0.0
+            B[vi] = B[vi] + A[vi, vk]
+
+
+@pytest.mark.parametrize("position", [0, 1])
+def test_decompose_reduction_refuses_bindings_that_are_not_quasi_affine_without_debug(position: int) -> None:
+    # vk = k * k // 2 is 0 at k = 0 and at k = 1: the original starts the sum again at k = 1,
+    # which an init hoisted before the loop would not. Without debug nothing validates first.
+    sch = Schedule(rowsum_not_quasi_affine)
+    before = sch.func
+    with pytest.raises(
+        ScheduleError, match=r"decompose_reduction: block 'B': the bindings are not quasi-affine and independent"
+    ):
+        sch.decompose_reduction(*_block_and_loop(sch, "B", position))
+    assert sch.func is before

@@ -47,6 +47,18 @@ def test_loop_partition_with_an_inferred_factor_in_the_middle() -> None:
     check_replay(sch, elementwise)
 
 
+def test_loop_partition_takes_integer_constant_factors() -> None:
+    # As split does: IntImm(1, "int64") stands for 1, and the trace records the int.
+    from tir.ir import IntImm
+
+    sch = Schedule(elementwise, debug=True)
+    _, _, k = sch.get_loops(sch.get_block("B"))
+    sch.loop_partition(k, factors=[IntImm(1, "int64"), None, IntImm(3, "int32")])
+    assert sch.trace.instructions[-1].kwargs["factors"] == [1, None, 3]
+    check_numerics(elementwise, sch.func)
+    check_replay(sch, elementwise)
+
+
 def test_loop_partition_of_a_spatial_loop_of_a_reduction() -> None:
     sch = Schedule(matmul, debug=True)
     i, _, _ = sch.get_loops(sch.get_block("C"))

@@ -388,3 +388,28 @@ def test_merge_reduction_refuses(case: tuple[str, PrimFunc, str, str, str]) -> N
     with pytest.raises(ScheduleError, match=message):
         sch.merge_reduction(sch.get_block(init_name), sch.get_block(update_name))
     assert tir.structural_equal(sch.func, func)  # a refused primitive changes nothing
+
+
+@T.script
+def init_then_not_quasi_affine(A: T.Buffer((128, 128), "float32"), B: T.Buffer((128,), "float32")):
+    for i in range(128):
+        with T.block("B_init"):
+            vi = T.axis.S(128, i)
+            B[vi] = 0.0
+        for k in range(16):
+            with T.block("B"):
+                vi = T.axis.S(128, i)
+                vk = T.axis.R(128, T.floordiv(k * k, 2))
+                B[vi] = B[vi] + A[vi, vk]
+
+
+def test_merge_reduction_refuses_bindings_that_are_not_quasi_affine_without_debug() -> None:
+    # vk = k * k // 2 is 0 at k = 0 and at k = 1: merged, the init would run again at k = 1 and
+    # drop the first term. Without debug nothing validates the program first.
+    sch = Schedule(init_then_not_quasi_affine)
+    before = sch.func
+    with pytest.raises(
+        ScheduleError, match=r"merge_reduction: block 'B': the bindings are not quasi-affine and independent"
+    ):
+        sch.merge_reduction(sch.get_block("B_init"), sch.get_block("B"))
+    assert sch.func is before

@@ -69,6 +69,18 @@ def test_pad_einsum_rounds_up_to_multiples(golden) -> None:  # type: ignore[no-u
     check_schedule(sch, small_matmul, golden, "schedule/pad_einsum_multiples")
 
 
+def test_pad_einsum_takes_integer_constant_padding() -> None:
+    # IntImm constants stand for their ints (as in split); the trace records the ints.
+    from tir.ir import IntImm
+
+    by_constant, by_int = Schedule(small_matmul, debug=True), Schedule(small_matmul, debug=True)
+    by_constant.pad_einsum(by_constant.get_block("C"), [IntImm(4, "int64"), IntImm(12, "int32"), 8])
+    by_int.pad_einsum(by_int.get_block("C"), [4, 12, 8])
+    tir.assert_structural_equal(by_constant.func, by_int.func)
+    assert by_constant.trace.instructions[-1].args[1] == [4, 12, 8]
+    check_replay(by_constant, small_matmul)
+
+
 def test_pad_einsum_spatial_only_with_constant_index(golden) -> None:  # type: ignore[no-untyped-def]
     sch = Schedule(elementwise, debug=True)
     sch.pad_einsum(sch.get_block("B"), [8, 4])

@@ -308,3 +308,38 @@ def test_reindex_refuses(func: PrimFunc, block: str, buffer: object, message: st
     with pytest.raises(ScheduleError, match=message):
         sch.reindex(rv, buffer)  # type: ignore[arg-type]
     assert tir.structural_equal(sch.func, func)  # a refused primitive changes nothing
+
+
+@T.script
+def matmul_mixed_index_types(
+    A: T.Buffer((T.int64(2), 32), "float32"), B: T.Buffer((48, 32), "float32"), C: T.Buffer((T.int64(2), 48), "float32")
+):
+    # TVM's test_reindex_mixed_dtype, smaller: an int64 loop next to int32 ones.
+    for i0, i1, i2 in T.grid(T.int64(2), 48, 32):
+        with T.block("C"):
+            i = T.axis.spatial(T.int64(2), i0)
+            j, k = T.axis.remap("SR", [i1, i2])
+            with T.init():
+                C[i, j] = 0.0
+            C[i, j] = C[i, j] + A[i, k] * B[j, k]
+
+
+def test_reindex_write_with_mixed_index_types(golden) -> None:  # type: ignore[no-untyped-def]
+    # The int32 iterators' value ranges came out with int64 extents, which never equal an
+    # int32 domain: reindex refused with "takes the values [0, 48) ..., not its whole domain
+    # [0, 48)", and the validator crashed adding the two types.
+    sch = Schedule(matmul_mixed_index_types, debug=True)
+    copy = sch.reindex(sch.get_block("C"), ("write", 0))
+    assert copy.block_name == "C_reindex"
+    check_schedule(sch, matmul_mixed_index_types, golden, "schedule/reindex_mixed_index_types")
+
+
+@pytest.mark.parametrize("debug", [False, True])
+@pytest.mark.parametrize(("block", "buffer"), [("C", ("write", 0)), ("C", "C"), (None, ("read", 1)), (None, "A")])
+def test_reindex_with_mixed_index_types_by_name_or_position(debug: bool, block: str | None, buffer: object) -> None:
+    from schedule_testing import check_numerics, check_replay
+
+    sch = Schedule(matmul_mixed_index_types, debug=debug)
+    sch.reindex(block if block is not None else sch.get_block("C"), buffer)  # type: ignore[arg-type]
+    check_numerics(matmul_mixed_index_types, sch.func)
+    check_replay(sch, matmul_mixed_index_types)

@@ -408,3 +408,184 @@ def test_reverse_compute_at_reads_two_buffers_produced_under_the_loop() -> None:
     assert len(sch.get_loops(sch.get_block("C"))) == 1  # one instance per iteration of i
     check_numerics(two_produced, sch.func)
     check_replay(sch, two_produced)
+
+
+# ---------------------------------------------------------------- reads through floordiv / floormod
+
+
+@T.script
+def flatten_read(X: T.Buffer((16, 16), "float32"), Y: T.Buffer((256,), "float32")):
+    temp = T.alloc_buffer((16, 16), "float32")
+    for i, j in T.grid(16, 16):
+        with T.block("A"):
+            vi, vj = T.remap("SS", i, j)
+            temp[vi, vj] = X[vj, vi] + 1.0
+    for i in range(256):
+        with T.block("B"):
+            vi = T.remap("S", i)
+            Y[vi] = temp[vi // 16, vi % 16]
+
+
+@T.script
+def nested_digits_read(A: T.Buffer((16, 64, 8, 32), "float32"), C: T.Buffer((3, 512, 512), "float32")):
+    B = T.alloc_buffer((1, 128, 16, 8, 2, 32, 2), "float32")
+    for a1, a2, a3, a4, a5, a6, a7 in T.grid(1, 128, 16, 8, 2, 32, 2):
+        with T.block("In"):
+            v1, v2, v3, v4, v5, v6, v7 = T.remap("SSSSSSS", a1, a2, a3, a4, a5, a6, a7)
+            B[v1, v2, v3, v4, v5, v6, v7] = (
+                A[(v2 * 4 + v5 * 2 + v7) // 32, (v3 * 32 + v6) // 8, v4, (v2 * 4 + v5 * 2 + v7) % 32] + 3.0
+            )
+    for x1, x2, x3 in T.grid(3, 512, 512):
+        with T.block("Out"):
+            w1, w2, w3 = T.remap("SSS", x1, x2, x3)
+            C[w1, w2, w3] = B[w1 // 8, w2 // 4, w3 // 32, w1, w2 % 4 // 2, w3 % 32, w2 % 2] * 2.0
+
+
+@T.script
+def layout_change(A: T.Buffer((1, 3, 5, 5, 16), "float32"), C: T.Buffer((1, 6, 5, 5, 8), "float32")):
+    B = T.alloc_buffer((1, 3, 5, 5, 16), "float32")
+    for i0, i1, i2, i3, i4 in T.grid(1, 3, 5, 5, 16):
+        with T.block("compute"):
+            v0, v1, v2, v3, v4 = T.remap("SSSSS", i0, i1, i2, i3, i4)
+            B[v0, v1, v2, v3, v4] = A[v0, v1, v2, v3, v4] + 1.0
+    for j0, j1, j2, j3, j4 in T.grid(1, 6, 5, 5, 8):
+        with T.block("T_layout_trans"):
+            w0, w1, w2, w3, w4 = T.remap("SSSSS", j0, j1, j2, j3, j4)
+            C[w0, w1, w2, w3, w4] = B[w0, (w1 * 8 + w4) // 16, w2, w3, (w1 * 8 + w4) % 16]
+
+
+def test_reverse_compute_at_floordiv_floormod_read(golden) -> None:  # type: ignore[no-untyped-def]
+    # TVM's test_reverse_compute_at_floordiv_and_floormod_indices: row i of temp feeds
+    # Y[i * 16 : i * 16 + 16], found by inverting (vi // 16, vi % 16).
+    sch = Schedule(flatten_read)
+    i, _ = sch.get_loops(sch.get_block("A"))
+    sch.reverse_compute_at(sch.get_block("B"), i)
+    check_schedule(sch, flatten_read, golden, "schedule/reverse_compute_at_floordiv_floormod")
+    assert "i * 16 + ax0" in sch.func.script()
+
+
+def test_reverse_compute_at_nested_floordiv_floormod_read(golden) -> None:  # type: ignore[no-untyped-def]
+    # TVM's test_reverse_compute_at_floordiv_and_floormod_recursive: digits of w2 spread over
+    # three dimensions, w1 both alone and (as a constant 0) divided.
+    sch = Schedule(nested_digits_read)
+    _, _, a3, _, _, _, _ = sch.get_loops(sch.get_block("In"))
+    sch.reverse_compute_at(sch.get_block("Out"), a3)
+    check_schedule(sch, nested_digits_read, golden, "schedule/reverse_compute_at_floordiv_floormod_nested")
+    loops = sch.get_loops(sch.get_block("Out"))
+    assert [sch.get_loop_node(loop).extent.value for loop in loops] == [1, 128, 16, 3, 4, 32]
+
+
+def test_reverse_compute_at_layout_change_read(golden) -> None:  # type: ignore[no-untyped-def]
+    # TVM's test_reverse_compute_at_layout_trans: one 16-wide block of B (i1) feeds two
+    # 8-wide blocks of C (w1 in [i1 * 2, i1 * 2 + 2)).
+    sch = Schedule(layout_change)
+    _, i1, _, _, _ = sch.get_loops(sch.get_block("compute"))
+    sch.reverse_compute_at(sch.get_block("T_layout_trans"), i1)
+    check_schedule(sch, layout_change, golden, "schedule/reverse_compute_at_layout_change")
+    loops = sch.get_loops(sch.get_block("T_layout_trans"))
+    assert [sch.get_loop_node(loop).extent.value for loop in loops] == [1, 3, 2, 5, 5, 8]
+
+
+@T.script
+def overlapping_digits_read(X: T.Buffer((16, 16), "float32"), Y: T.Buffer((128,), "float32")):
+    temp = T.alloc_buffer((16, 16), "float32")
+    for i, j in T.grid(16, 16):
+        with T.block("A"):
+            vi, vj = T.remap("SS", i, j)
+            temp[vi, vj] = X[vj, vi] + 1.0
+    for i in range(128):
+        with T.block("B"):
+            vi = T.remap("S", i)
+            Y[vi] = temp[vi // 8, vi % 16]
+
+
+def test_reverse_compute_at_refuses_a_read_index_that_is_not_one_to_one() -> None:
+    # vi // 8 and vi % 16 share the digit vi // 8 % 2: no inverse, so no instance range.
+    sch = Schedule(overlapping_digits_read)
+    i, _ = sch.get_loops(sch.get_block("A"))
+    with pytest.raises(ScheduleError, match="cannot be inverted"):
+        sch.reverse_compute_at(sch.get_block("B"), i)
+
+
+# ---------------------------------------------------------------- index: where under the loop
+
+
+@T.script
+def two_consumers(A: T.Buffer((128, 128), "float32"), D: T.Buffer((128, 128), "float32")):
+    B = T.alloc_buffer((128, 128), "float32")
+    C = T.alloc_buffer((128, 128), "float32")
+    for i_0, j_0, i_1 in T.grid(8, 8, 16):
+        for j_1 in range(16):
+            with T.block("B"):
+                vi = T.spatial_axis(128, i_0 * 16 + i_1)
+                vj = T.spatial_axis(128, j_0 * 16 + j_1)
+                B[vi, vj] = A[vi, vj] * 2.0
+        for ax0 in range(16):
+            with T.block("C"):
+                vi = T.spatial_axis(128, i_0 * 16 + i_1)
+                vj = T.spatial_axis(128, j_0 * 16 + ax0)
+                C[vi, vj] = B[vi, vj] + 1.0
+    for i, j in T.grid(128, 128):
+        with T.block("D"):
+            vi, vj = T.remap("SS", i, j)
+            D[vi, vj] = B[vi, vj] + 1.0
+
+
+@T.script
+def small_consumer(A: T.Buffer((128, 128), "float32"), D: T.Buffer((1, 2, 1), "float32")):
+    B = T.alloc_buffer((128, 128), "float32")
+    for i_0, j_0, i_1 in T.grid(8, 8, 16):
+        for j_1 in range(16):
+            with T.block("B"):
+                vi = T.spatial_axis(128, i_0 * 16 + i_1)
+                vj = T.spatial_axis(128, j_0 * 16 + j_1)
+                B[vi, vj] = A[vi, vj] * 2.0
+    for ax0, ax1, ax2 in T.grid(1, 2, 1):
+        with T.block("D"):
+            v0, v1, v2 = T.remap("SSS", ax0, ax1, ax2)
+            D[v0, v1, v2] = B[v0, v1] + 1.0
+
+
+def test_reverse_compute_at_to_index(golden) -> None:  # type: ignore[no-untyped-def]
+    # TVM's test_reverse_compute_at_to_index: index=1 puts D between B's loop and C's.
+    sch = Schedule(two_consumers)
+    i_1 = sch.get_loops(sch.get_block("B"))[2]
+    sch.reverse_compute_at(sch.get_block("D"), i_1, index=1)
+    check_schedule(sch, two_consumers, golden, "schedule/reverse_compute_at_to_index")
+    script = sch.func.script()
+    assert script.index('T.block("B")') < script.index('T.block("D")') < script.index('T.block("C")')
+
+
+def test_reverse_compute_at_first_point_after_the_producers() -> None:
+    # index=-2: right after the last statement that writes what D reads (here as index=1).
+    sch = Schedule(two_consumers)
+    i_1 = sch.get_loops(sch.get_block("B"))[2]
+    sch.reverse_compute_at(sch.get_block("D"), i_1, index=-2)
+    check_numerics(two_consumers, sch.func)
+    check_replay(sch, two_consumers)
+    script = sch.func.script()
+    assert script.index('T.block("B")') < script.index('T.block("D")') < script.index('T.block("C")')
+
+
+def test_reverse_compute_at_with_unit_loop_to_index(golden) -> None:  # type: ignore[no-untyped-def]
+    # TVM's test_reverse_compute_at_with_unit_loop: index=1 is after the only statement.
+    sch = Schedule(small_consumer)
+    i_1 = sch.get_loops(sch.get_block("B"))[2]
+    sch.reverse_compute_at(sch.get_block("D"), i_1, preserve_unit_loops=True, index=1)
+    check_schedule(sch, small_consumer, golden, "schedule/reverse_compute_at_unit_loop_to_index")
+
+
+@pytest.mark.parametrize(
+    "index,message",
+    [
+        (0, r"index=0: statement 0 of the loop i_1 writes what the block reads, so the block must go after it"),
+        (3, r"index=3: the body of the loop i_1 has 2 statements: the index must be -1, -2 or in \[0, 2\]"),
+        (-3, r"index=-3: the body of the loop i_1 has 2 statements"),
+    ],
+)
+def test_reverse_compute_at_refuses_an_index_before_a_producer(index: int, message: str) -> None:
+    sch = Schedule(two_consumers)
+    i_1 = sch.get_loops(sch.get_block("B"))[2]
+    with pytest.raises(ScheduleError, match=message):
+        sch.reverse_compute_at(sch.get_block("D"), i_1, index=index)
+    assert tir.structural_equal(sch.func, two_consumers)

@@ -509,3 +509,27 @@ def test_rfactor_negative_factor_axis_counts_from_the_end(negative: int, positiv
     second.rfactor(_loop(second, "B", 1), positive)
     assert tir.structural_equal(first.func, second.func)
     check_numerics(rowsum, first.func)
+
+
+@T.script
+def rowsum_not_quasi_affine(A: T.Buffer((128, 128), "float32"), B: T.Buffer((128,), "float32")):
+    for i, k in T.grid(128, 16):
+        with T.block("B"):
+            vi = T.axis.S(128, i)
+            vk = T.axis.R(128, T.floordiv(k * k, 2))
+            with T.init():
+                B[vi] = 0.0
+            B[vi] = B[vi] + A[vi, vk]
+
+
+def test_rfactor_refuses_bindings_that_are_not_quasi_affine_without_debug() -> None:
+    # TVM's test_reduction_rfactor_not_reduction_block2. vk = k * k // 2 is 0 at k = 0 and at
+    # k = 1, so the original starts the reduction again at k = 1; a factored program would not.
+    # Without debug nothing validates the program first: rfactor itself must refuse.
+    sch = Schedule(rowsum_not_quasi_affine)
+    before = sch.func
+    with pytest.raises(
+        ScheduleError, match=r"rfactor: block 'B': the bindings are not quasi-affine and independent \(.*k \* k"
+    ):
+        sch.rfactor(_loop(sch, "B", 1), 0)
+    assert sch.func is before

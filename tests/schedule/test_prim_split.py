@@ -66,3 +66,43 @@ def test_split_refuses_a_parallel_loop() -> None:
     sch.parallel(i)
     with pytest.raises(ScheduleError, match="only a serial loop without annotations can be split"):
         sch.split(i, [10, 10])
+
+
+@T.script
+def scale_symbolic(a: T.handle, b: T.handle, n: T.int32):
+    A = T.match_buffer(a, (16, n), "float32")
+    B = T.match_buffer(b, (16, n), "float32")
+    for i, k in T.grid(16, n):
+        with T.block("B"):
+            vi, vk = T.remap("SS", i, k)
+            B[vi, vk] = A[vi, vk] * 2.0
+
+
+@pytest.mark.parametrize("func", [scale, scale_symbolic], ids=["constant", "symbolic"])
+@pytest.mark.parametrize("dtype", ["int64", "int32"])
+def test_split_takes_integer_constant_factors(func: tir.PrimFunc, dtype: str) -> None:
+    # TVM's test_split_int64_factors passes IntImm(10, "int64"): the same split as 10.
+    from schedule_testing import check_numerics, check_replay
+
+    from tir.ir import IntImm
+
+    by_constant, by_int = Schedule(func, debug=True), Schedule(func, debug=True)
+    by_constant.split(by_constant.get_loops(by_constant.get_block("B"))[1], [IntImm(3, dtype), None])
+    by_int.split(by_int.get_loops(by_int.get_block("B"))[1], [3, None])
+    tir.assert_structural_equal(by_constant.func, by_int.func)
+    assert by_constant.trace.instructions[-1].kwargs["factors"] == [3, None]  # recorded as an int
+    check_replay(by_constant, func)
+    if func is scale:
+        check_numerics(func, by_constant.func)
+
+
+@pytest.mark.parametrize("factor", ["bool", "float"])
+def test_split_refuses_constants_that_are_not_integers(factor: str) -> None:
+    from tir.ir import FloatImm, IntImm
+
+    constant = IntImm(1, "bool") if factor == "bool" else FloatImm(2.0, "float32")
+    sch = Schedule(scale)
+    i, _ = sch.get_loops(sch.get_block("B"))
+    with pytest.raises(ScheduleError, match=r"split: .*expected an integer \(an int or an integer IntImm\)"):
+        sch.split(i, [constant, None])
+    assert tir.structural_equal(sch.func, scale)

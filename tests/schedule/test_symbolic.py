@@ -209,12 +209,12 @@ def test_tvm_keywords() -> None:
     i, j = sch.get_loops(sch.get_block("C"))
     i0, _ = sch.split(i, [None, 4], preserve_unit_iters=True)
     sch.fuse(*sch.get_loops(sch.get_block("B")), preserve_unit_iters=True)
-    with pytest.raises(ScheduleError, match="only index=-1 is supported"):
-        sch.compute_at(sch.get_block("B"), i0, index=0)
+    with pytest.raises(ScheduleError, match=r"index=5: the body of the loop i_0 has 1 statements"):
+        sch.compute_at(sch.get_block("B"), i0, index=5)
+    with pytest.raises(ScheduleError, match=r"index=1: statement 0 of the loop i_0 reads what the block writes"):
+        sch.compute_at(sch.get_block("B"), i0, index=1)
     sch.compute_at(sch.get_block("B"), i0, index=-1)
     _check_sizes(sch.mod, _two_stage)
-    with pytest.raises(ScheduleError, match="only index=-1 is supported"):
-        sch.reverse_compute_at(sch.get_block("C"), i0, index=2)
 
 
 def test_stale_loop_handle_suggests_the_loops_that_replaced_it() -> None:

@@ -160,3 +160,73 @@ def test_schedule_keywords_tvm_users_type() -> None:
     with pytest.raises(tir.ScheduleError, match=r"no such function; the module has \['clamp', 'double'\]"):
         sch.get_block("B", func_name="missing")
     assert list(sch.mod.functions) == ["clamp"]
+
+
+DTYPE_KEYWORDS = '''
+from tvm.script import tir as T
+
+@T.prim_func
+def main(A: T.Buffer((16,), "float16"), B: T.Buffer((16,), "float16"), C: T.Buffer((16,), "int8"),
+         D: T.Buffer((16,), "float32")):
+    for i in range(16):
+        with T.block("B"):
+            vi = T.axis.spatial(16, i)
+            B[vi] = T.if_then_else(
+                T.likely(1 <= vi, dtype="bool"), T.exp(A[vi - 1], dtype="float16"), T.float16(0), dtype="float16"
+            )
+            C[vi] = T.if_then_else(vi < 8, 1, 0, dtype="int8")
+            D[vi] = T.sqrt(T.floor(T.Cast("float32", vi) * T.float32(0.5), dtype="float32"), dtype="float32") + T.Cast(
+                "float32", T.floordiv(vi, 3, dtype="int32")
+            )
+'''
+
+
+def test_tvm_dtype_keyword_on_math_and_if_then_else() -> None:
+    func = tir.parse(DTYPE_KEYWORDS)
+    text = func.script()
+    assert "dtype=" not in text and "T.int8(1)" in text  # our own form; the int8 literals stay int8
+    assert tir.structural_equal(tir.parse(text), func)
+    a = np.random.default_rng(3).standard_normal(16).astype(np.float16)
+    b, c, d = np.zeros(16, np.float16), np.zeros(16, np.int8), np.zeros(16, np.float32)
+    tir.interpret(func, a, b, c, d)
+    idx = np.arange(16)
+    np.testing.assert_allclose(b[1:], np.exp(a[:-1].astype(np.float32)).astype(np.float16), rtol=1e-2)
+    assert b[0] == 0
+    np.testing.assert_array_equal(c, (idx < 8).astype(np.int8))
+    np.testing.assert_allclose(d, np.sqrt(np.floor(idx * 0.5)) + idx // 3, rtol=1e-6)
+
+
+def test_tvm_dtype_keyword_on_call_extern_is_the_result_type() -> None:
+    keyword = tir.parse(
+        "import tir.script as T\n@T.prim_func\ndef f(A: T.Buffer((4,), 'float32')):\n"
+        "    T.evaluate(T.call_extern('vec4add', A[0], 4, dtype='int32'))\n"
+    )
+    positional = tir.parse(
+        "import tir.script as T\n@T.prim_func\ndef f(A: T.Buffer((4,), 'float32')):\n"
+        "    T.evaluate(T.call_extern('int32', 'vec4add', A[0], 4))\n"
+    )
+    assert tir.structural_equal(keyword, positional)
+    assert tir.structural_equal(tir.parse(keyword.script()), keyword)
+
+
+@pytest.mark.parametrize(
+    ("call", "message"),
+    [
+        (
+            'T.exp(A[0], dtype="float16")',
+            r"<string>:4:\d+: error: T.exp computes float32 here, but its dtype keyword says float16",
+        ),
+        (
+            'T.if_then_else(A[0] > 0, A[0], 0.0, dtype="int32")',
+            "T.if_then_else computes float32 here, but its dtype keyword says int32",
+        ),
+        ('T.floordiv(4, 3, dtype="int64")', "T.floordiv computes int32 here, but its dtype keyword says int64"),
+        ('T.exp(A[0], dtype="float77")', "unknown dtype 'float77'"),
+        ('T.if_then_else(A[0] > 0, 300, 0, dtype="int8")', "the constant 300 does not fit in int8"),
+        ('T.call_extern("f", A[0], dtype="int32", name="g")', "T.call_extern has no argument 'name'"),
+    ],
+)
+def test_tvm_dtype_keyword_must_agree_with_the_call(call: str, message: str) -> None:
+    text = f"import tir.script as T\n@T.prim_func\ndef f(A: T.Buffer((4,), 'float32')):\n    T.evaluate({call})\n"
+    with pytest.raises(ScriptError, match=message):
+        tir.parse(text)

@@ -1272,7 +1272,9 @@ def detect_iter_map(
         if bijective and not is_exact:
             errors.append(f"{describe(k)}: its values overlap (the map is not injective)")
         sums.append(value)
-        ranges.append(Range(low, extent))
+        # The detector works in the first binding's type; a binding's range is in its own
+        # (an int32 iterator next to int64 loops ranges over int32 values).
+        ranges.append(Range(_like(low, expr), _like(extent, expr)))
         exact.append(is_exact)
     if errors:
         return IterMapResult(None, errors, check_level=check_level, dom_map=dict(dom_map))

@@ -19,7 +19,7 @@ import random
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from tir.ir import Block, BlockRealize, For, IRModule, PrimFunc, Stmt, Var
+from tir.ir import Block, BlockRealize, For, IntImm, IRModule, PrimFunc, Stmt, Var
 from tir.ir.function import CONSTANTS_ATTR
 from tir.schedule.errors import ScheduleError
 from tir.schedule.handles import BlockRV, ExprRV, LoopRV
@@ -187,12 +187,18 @@ class ScheduleBase:
         close = close or difflib.get_close_matches(name, names, n=3)
         return f"; the program has loop(s) {', '.join(map(repr, close[:4]))}" if close else ""
 
-    def resolve_int(self, value: int | ExprRV, primitive: str) -> int:
+    def resolve_int(self, value: int | IntImm | ExprRV, primitive: str) -> int:
+        """The integer a primitive's argument stands for: an int, an integer constant
+        (``IntImm``, of any integer type: TVM passes ``IntImm(10, "int64")``), or a sampled ExprRV."""
         if isinstance(value, ExprRV):
             self._check_owner(value, primitive)
             return value.value
+        if isinstance(value, IntImm) and value.dtype.is_integer:
+            return value.value
         if isinstance(value, bool) or not isinstance(value, int):
-            raise ScheduleError(primitive, repr(value), "expected an integer or a sampled ExprRV")
+            raise ScheduleError(
+                primitive, repr(value), "expected an integer (an int or an integer IntImm) or a sampled ExprRV"
+            )
         return value
 
     # ---------------------------------------------------------------- trace

@@ -55,6 +55,12 @@ USAGE: dict[str, str] = {
 }
 
 
+#: Dialect functions that take TVM's ``dtype=`` keyword for their result type (TVM drops it).
+RESULT_DTYPE_HANDLERS = frozenset(
+    {"truncdiv", "floordiv", "floormod", "ceildiv", "shift_left", "shift_right", "likely"}
+)
+
+
 def op_usage(name: str, info: OpInfo) -> str:
     """``T.exp(x)``, ``T.pow(x, y)``, ``T.call_extern("float32", "name", ...)``."""
     if info.dtype_rule == "explicit":
@@ -110,12 +116,21 @@ class CallMixin:
             if callee.kind != dialect.EXPR:
                 self.reject_marker(node, callee)
             handler = getattr(self, f"call_{callee.name}", None)
-            if handler is not None:
-                return handler(node)
             info = get_op(callee.name)
-            if info is None:
+            if handler is None and info is None:
                 self.fail(node, f"T.{callee.name}(...) cannot be parsed", "a printable expression")
-            return self.call_op(node, callee.name, info)
+            keyword = None
+            if callee.name in RESULT_DTYPE_HANDLERS or (handler is None and info and info.dtype_rule != "explicit"):
+                node, keyword = self.split_result_dtype(node)
+            requested = self.dtype_arg(keyword.value) if keyword is not None else None
+            if handler is not None:
+                result = handler(node)
+            else:
+                assert info is not None
+                result = self.call_op(node, callee.name, info, requested)
+            if keyword is not None:
+                self.check_result_dtype(keyword, callee.name, requested, result)
+            return result
         if callee in (builtins.min, builtins.max):
             return self.call_builtin_minmax(node, callee is builtins.min)
         if callee is builtins.abs:
@@ -125,6 +140,23 @@ class CallMixin:
         if callable(callee) and not isinstance(callee, (Buffer, PrimExpr)):
             return self.call_python(node, callee)
         self.fail(node.func, f"{describe(callee)} is not callable", "a T.* function")
+
+    def split_result_dtype(self, node: ast.Call) -> tuple[ast.Call, ast.keyword | None]:
+        """TVM's ``T.exp(x, dtype="float32")``: the call without its ``dtype=`` keyword, and the keyword."""
+        keyword = next((k for k in node.keywords if k.arg == "dtype"), None)
+        if keyword is None:
+            return node, None
+        rest = [k for k in node.keywords if k is not keyword]
+        return ast.copy_location(ast.Call(func=node.func, args=node.args, keywords=rest), node), keyword
+
+    def check_result_dtype(self, keyword: ast.keyword, name: str, requested: DataType | None, result: Any) -> None:
+        # TVM drops this keyword; here it is a checked claim about the call's type.
+        if isinstance(result, PrimExpr) and result.dtype != requested:
+            self.fail(
+                keyword,
+                f"T.{name} computes {result.dtype} here, but its dtype keyword says {requested}",
+                f'dtype="{result.dtype}", or no dtype keyword; T.cast the operands to compute in {requested}',
+            )
 
     def call_python(self, node: ast.Call, func: Any) -> Any:
         """A plain Python function of constants (``float("inf")``, a helper computing a size)."""
@@ -362,11 +394,23 @@ class CallMixin:
             return self.to_prim(value, node)
         self.reject_as_value(node, value, "a call argument")
 
-    def call_op(self, node: ast.Call, name: str, info: OpInfo) -> PrimExpr:
-        """A registered operation (``tir.ir.ops``): math, ``if_then_else``, target intrinsics."""
+    def call_op(self, node: ast.Call, name: str, info: OpInfo, requested: DataType | None = None) -> PrimExpr:
+        """A registered operation (``tir.ir.ops``): math, ``if_then_else``, target intrinsics.
+
+        ``requested`` is the type a ``dtype=`` keyword gave (TVM's form); Python literal operands
+        take it when no operand has a type of its own."""
         usage = op_usage(name, info)
         if info.dtype_rule == "explicit":
-            bound, extra = self.bind(node, name, ["dtype"], 1, usage, variadic=True)
+            if any(k.arg == "dtype" for k in node.keywords):
+                # TVM's T.call_extern("name", args..., dtype="int32"): the keyword is the first argument.
+                self.check_plain_call(node)
+                for keyword in node.keywords:
+                    if keyword.arg != "dtype":
+                        self.fail(keyword, f"T.{name} has no argument '{keyword.arg}'", usage)
+                bound = {"dtype": next(k.value for k in node.keywords if k.arg == "dtype")}
+                extra = list(node.args)
+            else:
+                bound, extra = self.bind(node, name, ["dtype"], 1, usage, variadic=True)
             dtype = self.dtype_arg(bound["dtype"])
             if len(extra) < info.min_args or (info.max_args is not None and len(extra) > info.max_args):
                 self.fail(node, f"T.{name} got {len(extra)} arguments after the dtype", usage)
@@ -387,16 +431,14 @@ class CallMixin:
             )
         if info.dtype_rule == "branch":
             cond = self.condition(node.args[0], f"T.{name}")
-            a, b = self.unify(
-                self.value(node.args[1]),
-                node.args[1],
-                self.value(node.args[2]),
-                node.args[2],
-                f"branches of T.{name}",
-                node,
-            )
+            branches = [self.value(node.args[1]), self.value(node.args[2])]
+            if requested is not None and not any(isinstance(v, PrimExpr) for v in branches):
+                branches = [self.literal(v, requested, sub) for v, sub in zip(branches, node.args[1:])]
+            a, b = self.unify(branches[0], node.args[1], branches[1], node.args[2], f"branches of T.{name}", node)
             return Call(a.dtype, name, (cond, a, b))
         values = [self.value(a) for a in node.args]
+        if requested is not None and info.dtype_rule == "same" and not any(isinstance(v, PrimExpr) for v in values):
+            values = [self.literal(v, requested, sub) for v, sub in zip(values, node.args)]
         args = self.unify_all(values, node.args, f"arguments of T.{name}", node, float_default=info.float_only)
         dtype = args[0].dtype
         if info.float_only and not dtype.is_float:

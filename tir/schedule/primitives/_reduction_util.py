@@ -37,6 +37,7 @@ from tir.ir import (
 )
 from tir.schedule.errors import ScheduleError
 from tir.schedule.primitives._common import block_target
+from tir.schedule.primitives.loops import _detect_bindings as detect_block_bindings
 from tir.schedule.tree import TreeIndex
 
 
@@ -146,6 +147,22 @@ class ReductionShape:
             )
         if not self.reduce:
             raise self.fail("the block has no reduce iterator, so it is not a reduction", self.realize)
+
+    def check_bindings(self) -> None:
+        """The bindings are quasi-affine and independent over the loops between the block and
+        its scope block: the validator's ``binding`` rule, by the same detection. The primitives
+        rely on it without ``debug``: each spatial point's init runs at the instance where the
+        reduce iterators are at their minimum, and with ``vk = k * k // 2`` that instance comes
+        twice (k = 0 and k = 1), so the original restarts the reduction where a rewrite would not.
+        A nest the validator does not judge (loop bounds that use other loops) is not refused here.
+        """
+        result = detect_block_bindings(self.index, self.realize)
+        if result is not None and not result.ok:
+            raise self.fail(
+                "the bindings are not quasi-affine and independent (" + "; ".join(result.errors) + "), so the "
+                "reduction cannot be shown to run its init once per spatial point, before the updates",
+                self.realize,
+            )
 
     def check_init_stores(self, stores: Sequence[BufferStore] | None, what: str = "the init") -> list[BufferStore]:
         if stores is None:

@@ -21,7 +21,9 @@ block must be idempotent: spatial and not reading what it writes, or a reduction
 instance starts again from its init).
 
 The rules are conservative: the moved block must write (compute_at) or read
-(reverse_compute_at) its buffer at ``iterator + offset`` per dimension (reverse_compute_at:
+(reverse_compute_at) its buffer at ``iterator + offset`` per dimension (compute_at also
+``offset - iterator``; reverse_compute_at also any one-to-one quasi-affine index, inverted with
+``inverse_iter_map``; reverse_compute_at:
 each buffer produced under the loop, and those buffers must feed the same instances per
 iteration; an iterator found only in other index forms is accepted over dimensions each
 iteration writes whole); a ``T.where`` must bound iterators to their domains
@@ -41,7 +43,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from tir.arith import Analyzer, eval_interval, relax_range, union_regions
-from tir.arith.iter_map import detect_iter_map
+from tir.arith.iter_map import detect_iter_map, inverse_iter_map
 from tir.ir import (
     Block,
     BlockRealize,
@@ -55,6 +57,7 @@ from tir.ir import (
     PrimExpr,
     PrimFunc,
     Range,
+    SeqStmt,
     Stmt,
     Var,
     const,
@@ -67,6 +70,7 @@ from tir.schedule.handles import BlockRV, LoopRV
 from tir.schedule.primitives._common import block_target, doc_from
 from tir.schedule.primitives._init_order_util import check_init_order
 from tir.schedule.primitives._location_util import (
+    DimMap,
     blocks_in_order,
     context_dom,
     detachable_nest,
@@ -98,7 +102,9 @@ class _Plan:
     kept: PrimExpr  # the predicate's gaps over the block's iterators (``iterator_predicate``)
 
 
-def compute_at(func: PrimFunc, block_name: str, loop_var: Var, preserve_unit_loops: bool = False) -> PrimFunc:
+def compute_at(
+    func: PrimFunc, block_name: str, loop_var: Var, preserve_unit_loops: bool = False, index: int = -1
+) -> PrimFunc:
     """Move a producer block under a loop of its consumers, computing at each iteration of the
     loop exactly the region of its buffer that the consumers under the loop read there.
 
@@ -115,8 +121,9 @@ def compute_at(func: PrimFunc, block_name: str, loop_var: Var, preserve_unit_loo
     - the block is idempotent: spatial and not reading its buffer, or a reduction with
       ``T.init``; it has no opaque iterator; its ``T.where`` (if any) only bounds iterators to
       their domains;
-    - its write index is one iterator plus an offset per dimension (free of other iterators),
-      each spatial iterator in exactly one dimension, no reduction iterator in it; or, for a
+    - its write index is one iterator plus an offset (or an offset minus one iterator, ``Y[9 -
+      vi]``) per dimension (free of other iterators), each spatial iterator in exactly one
+      dimension, no reduction iterator in it; or, for a
       block that writes a tile per instance (a blockized one, or a row), each dimension of its
       write region is a tile ``[c * v + offset, c * v + offset + c)`` of one spatial iterator
       ``v`` or free of iterators, each spatial iterator in exactly one dimension;
@@ -128,7 +135,10 @@ def compute_at(func: PrimFunc, block_name: str, loop_var: Var, preserve_unit_loo
       checks them);
     - a reduction's init still runs before every update of the same output element (its reduce
       iterators get loops of their own inside the target loop, so this holds unless the target
-      loop itself fuses spatial with reduce iterators out of order; see ``reorder``).
+      loop itself fuses spatial with reduce iterators out of order; see ``reorder``);
+    - ``index`` (TVM's): -1 and -2 put the block before the loop body's statements, ``k >= 0``
+      before statement ``k`` (``len(body)``: after all); a statement before that point must not
+      read what the block writes.
 
     Before (``compute_at(B, i)``)::
 
@@ -152,15 +162,18 @@ def compute_at(func: PrimFunc, block_name: str, loop_var: Var, preserve_unit_loo
                 vi = T.remap("S", i)
                 C[vi] = B[vi] + B[vi + 1]
     """
-    index = TreeIndex(func)
-    plan = _plan(index, block_name, loop_var, reverse=False)
-    result = _rewrite(index, plan, preserve_unit_loops, "compute_at", at_start=True)
+    tree = TreeIndex(func)
+    plan = _plan(tree, block_name, loop_var, reverse=False)
+    position = _insertion_point("compute_at", tree, plan, index, reverse=False)
+    result = _rewrite(tree, plan, preserve_unit_loops, position)
     check_parallel_loops_above(result, block_name, "compute_at")
     check_init_order("compute_at", block_target(plan.realize), func, result, [block_name])
     return result
 
 
-def reverse_compute_at(func: PrimFunc, block_name: str, loop_var: Var, preserve_unit_loops: bool = False) -> PrimFunc:
+def reverse_compute_at(
+    func: PrimFunc, block_name: str, loop_var: Var, preserve_unit_loops: bool = False, index: int = -1
+) -> PrimFunc:
     """Move a consumer block under a loop of its producers, computing at each iteration of the
     loop the instances whose input the producers under the loop have just written.
 
@@ -176,7 +189,10 @@ def reverse_compute_at(func: PrimFunc, block_name: str, loop_var: Var, preserve_
       ``T.init``; it has no opaque iterator; its ``T.where`` (if any) only bounds iterators to
       their domains;
     - it reads the produced buffer at one element per instance, each spatial iterator being
-      ``iterator + offset`` in some dimension or absent from the index;
+      ``iterator + offset`` in some dimension or absent from the index; or the index is a
+      one-to-one quasi-affine map of the spatial iterators it uses (``temp[v // 16, v % 16]``,
+      a layout change), which is inverted over what one iteration writes, the iterators'
+      instances being their whole domains and the map's whole image being produced;
     - the producers under the loop write (over all its iterations) every element the block
       reads, and the extent of every region is a constant or has a constant bound;
     - a reduction block: along every dimension it reads through a reduction iterator, one
@@ -186,7 +202,10 @@ def reverse_compute_at(func: PrimFunc, block_name: str, loop_var: Var, preserve_
     - a parallel loop above the new position keeps independent iterations (as ``parallel``
       checks them);
     - a reduction's init still runs before every update of the same output element (see
-      ``compute_at``).
+      ``compute_at``);
+    - ``index`` (TVM's): -1 puts the block after the loop body's statements, -2 right after
+      the last one that writes what it reads, ``k >= 0`` before statement ``k``; a statement
+      after that point must not write what the block reads.
 
     Before (``reverse_compute_at(D, i)``)::
 
@@ -211,9 +230,10 @@ def reverse_compute_at(func: PrimFunc, block_name: str, loop_var: Var, preserve_
                     vi, vj = T.remap("SS", i, ax0)
                     D[vi, vj] = T.max(B[vi, vj], 0.0)
     """
-    index = TreeIndex(func)
-    plan = _plan(index, block_name, loop_var, reverse=True)
-    result = _rewrite(index, plan, preserve_unit_loops, "reverse_compute_at", at_start=False)
+    tree = TreeIndex(func)
+    plan = _plan(tree, block_name, loop_var, reverse=True)
+    position = _insertion_point("reverse_compute_at", tree, plan, index, reverse=True)
+    result = _rewrite(tree, plan, preserve_unit_loops, position)
     check_parallel_loops_above(result, block_name, "reverse_compute_at")
     check_init_order("reverse_compute_at", block_target(plan.realize), func, result, [block_name])
     return result
@@ -431,16 +451,25 @@ def _forward_ranges(
         # A blockized block writes a tile per instance: [c * v + offset, c * v + offset + c).
         return _forward_tile_ranges(primitive, target, index, realize, loop, consumers, buffer)
     simple, complex_dims = point_index_map(indices, block, analyzer)
-    if complex_dims:
-        raise ScheduleError(
-            primitive,
-            target,
-            f"dimension {complex_dims[0]} of the write index of {buffer.name} is not one iterator plus an offset",
-            indices[complex_dims[0]],
-        )
+    # A dimension written reversed, ``offset - v`` (``Y[9 - vi]``), inverts as well.
+    reversed_dims: list[DimMap] = []
+    own = {iv.var for iv in block.iter_vars}
+    for dim in complex_dims:
+        used = free_vars(indices[dim]) & own
+        var = next(iter(used)) if len(used) == 1 else None
+        offset = analyzer.simplify(indices[dim] + var) if var is not None else None
+        if var is None or offset is None or free_vars(offset) & own:
+            raise ScheduleError(
+                primitive,
+                target,
+                f"dimension {dim} of the write index of {buffer.name} is not one iterator plus an offset "
+                "(or an offset minus one iterator)",
+                indices[dim],
+            )
+        reversed_dims.append(DimMap(dim, var, offset))
     spatial, reduce, _ = iter_kinds(block)
     by_var: dict[Var, list[int]] = {}
-    for entry in simple:
+    for entry in [*simple, *reversed_dims]:
         by_var.setdefault(entry.var, []).append(entry.dim)
     for var in reduce:
         if var in by_var:
@@ -459,13 +488,18 @@ def _forward_ranges(
 
     needed = _consumed_region(index, loop, consumers, buffer)
     offsets = {entry.var: (entry.dim, entry.offset) for entry in simple}
+    reversed_offsets = {entry.var: (entry.dim, entry.offset) for entry in reversed_dims}
     ranges: list[IterRange] = []
     for iter_var in block.iter_vars:
-        if iter_var.var not in offsets:
+        if iter_var.var in offsets:
+            dim, offset = offsets[iter_var.var]
+            ranges.append((needed[dim].min - offset, needed[dim].extent))
+        elif iter_var.var in reversed_offsets:
+            # offset - v in [min, min + extent)  <=>  v in [offset - min - extent + 1, offset - min].
+            dim, offset = reversed_offsets[iter_var.var]
+            ranges.append((offset - needed[dim].min - needed[dim].extent + 1, needed[dim].extent))
+        else:
             ranges.append(None)
-            continue
-        dim, offset = offsets[iter_var.var]
-        ranges.append((needed[dim].min - offset, needed[dim].extent))
     return ranges
 
 
@@ -694,6 +728,10 @@ def _ranges_for(
                 coverage.can_prove_equal(written[d].min, 0) and coverage.can_prove_equal(written[d].extent, extent)
                 for d, extent in ((d, buffer.shape[d]) for d in dims)
             ):
+                inverted = _inverted_ranges(index, realize, access, written, whole, coverage)
+                if inverted is not None:
+                    _check_whole_reduction(primitive, target, loop, block, access, written, whole, coverage)
+                    return inverted
                 raise ScheduleError(
                     primitive,
                     target,
@@ -726,6 +764,68 @@ def _ranges_for(
             )
         # Every instance whose read region meets what this iteration wrote.
         ranges.append((written[dim].min - offset - width + 1, written[dim].extent + width - 1))
+    return ranges
+
+
+def _inverted_ranges(
+    index: TreeIndex,
+    realize: BlockRealize,
+    access: BufferRegion,
+    written: tuple[Range, ...],
+    whole: tuple[Range, ...],
+    coverage: Analyzer,
+) -> list[IterRange] | None:
+    """The instances that read what one iteration writes, for a one-element read whose index
+    is a one-to-one quasi-affine map of the spatial iterators it uses (``temp[v // 16, v %
+    16]``, a layout change): each iterator is the inverse map evaluated over the written box,
+    which holds every instance whose element this iteration writes (an instance whose element
+    comes later is recomputed then). None when the read is not such a map, when the
+    iterators' instances are not their whole domains, or when the producers do not write the
+    whole image of the map."""
+    block = realize.block
+    indices = region_point_indices(access)
+    if indices is None:
+        return None
+    spatial, _, _ = iter_kinds(block)
+    used = set().union(*(free_vars(i) for i in indices))
+    own = {iv.var for iv in block.iter_vars}
+    if (used & own) - set(spatial):
+        return None  # a reduction iterator's digits would be mixed into spatial ones
+    dom = {iv.var: iv.dom for iv in block.iter_vars if iv.var in used}
+    if not dom:
+        return None
+    detected = detect_iter_map(indices, dom, True, "bijective")
+    if not detected.ok:
+        return None
+    # The read elements (the whole image box) must all be written under the loop.
+    for image, total in zip(detected.ranges, whole, strict=True):
+        if not (
+            coverage.can_prove(total.min <= image.min)
+            and coverage.can_prove(image.min + image.extent <= total.min + total.extent)
+        ):
+            return None
+    # The ranges below are clipped to the domains only, so the block's instances must be
+    # its iterators' whole domains (as its loops sweep them).
+    sweep = {lp.loop_var: Range(lp.min, lp.extent) for lp in index.loops_above(realize)}
+    for iter_var, binding in zip(block.iter_vars, realize.iter_values):
+        if iter_var.var not in dom:
+            continue
+        low, high = eval_interval(binding, sweep)
+        if not (
+            coverage.can_prove_equal(low, iter_var.dom.min)
+            and coverage.can_prove_equal(high, iter_var.dom.min + iter_var.dom.extent - 1)
+        ):
+            return None
+    outputs = [Var(f"index{dim}", index_expr.dtype) for dim, index_expr in enumerate(indices)]
+    inverse = inverse_iter_map(detected, outputs)
+    box = dict(zip(outputs, written, strict=True))
+    ranges: list[IterRange] = []
+    for iter_var in block.iter_vars:
+        if iter_var.var not in dom:
+            ranges.append(None)
+            continue
+        low, high = eval_interval(inverse[iter_var.var], box)
+        ranges.append((low, high - low + 1))
     return ranges
 
 
@@ -819,13 +919,97 @@ def _extent_bound(analyzer: Analyzer, extent: PrimExpr) -> int | None:
 # ---------------------------------------------------------------- rewrite
 
 
-def _rewrite(index: TreeIndex, plan: _Plan, preserve_unit_loops: bool, primitive: str, at_start: bool) -> PrimFunc:
+def _body_items(loop: For) -> tuple[Stmt, ...]:
+    """The statements of a loop's body, in order (one when it is not a sequence)."""
+    return loop.body.stmts if isinstance(loop.body, SeqStmt) else (loop.body,)
+
+
+def _insertion_point(primitive: str, tree: TreeIndex, plan: _Plan, index: int, reverse: bool) -> int:
+    """Where among the statements of the loop's body the block goes, from TVM's ``index``:
+    -1 (the default) after everything for reverse_compute_at and before everything for
+    compute_at; -2 the first point the dependences allow (for compute_at the same as -1, for
+    reverse_compute_at right after the last statement holding a producer); ``k >= 0`` before
+    the statement ``k`` (``len(body)``: after all). A point is refused when a statement before
+    it (compute_at) reads what the block writes, or one after it (reverse_compute_at) writes
+    what it reads: the block would run after its consumer, or before its producer."""
+    items = _body_items(plan.loop)
+    block = plan.realize.block
+    target = block_target(plan.realize)
+    outputs = [region.buffer for region in block.writes]
+    inputs = [region.buffer for region in block.reads]
+
+    def feeds(stmt: Stmt) -> bool:  # holds a block that reads what the moved block writes
+        return any(any(reads_buffer(b, out) for out in outputs) for b in _blocks_within(stmt))
+
+    def fed_by(stmt: Stmt) -> bool:  # holds a block that writes what the moved block reads
+        return any(any(writes_buffer(b, inp) for inp in inputs) for b in _blocks_within(stmt))
+
+    if index == -1:
+        return len(items) if reverse else 0
+    if index == -2:
+        if not reverse:
+            return 0
+        last = max((k for k, item in enumerate(items) if fed_by(item)), default=-1)
+        return last + 1
+    if not 0 <= index <= len(items):
+        raise ScheduleError(
+            primitive,
+            f"index={index!r}",
+            f"the body of the loop {plan.loop.loop_var.name} has {len(items)} statements: the index must be -1, "
+            f"-2 or in [0, {len(items)}]",
+            plan.loop,
+        )
+    if not reverse:
+        for k, item in enumerate(items[:index]):
+            if feeds(item):
+                raise ScheduleError(
+                    primitive,
+                    target,
+                    f"index={index}: statement {k} of the loop {plan.loop.loop_var.name} reads what the block "
+                    "writes, so the block must go before it",
+                    item,
+                )
+    else:
+        for k, item in enumerate(items[index:], start=index):
+            if fed_by(item):
+                raise ScheduleError(
+                    primitive,
+                    target,
+                    f"index={index}: statement {k} of the loop {plan.loop.loop_var.name} writes what the block "
+                    "reads, so the block must go after it",
+                    item,
+                )
+    return index
+
+
+def _blocks_within(stmt: Stmt) -> list[Block]:
+    """Every block in ``stmt``, nested ones included."""
+    found: list[Block] = []
+
+    def walk(node: Stmt) -> None:
+        if isinstance(node, BlockRealize):
+            found.append(node.block)
+            if node.block.init is not None:
+                walk(node.block.init)
+            walk(node.block.body)
+            return
+        for child in child_stmts(node):
+            walk(child)
+
+    walk(stmt)
+    return found
+
+
+def _rewrite(tree: TreeIndex, plan: _Plan, preserve_unit_loops: bool, position: int) -> PrimFunc:
+    """The program with the block's nest taken out and rebuilt before statement ``position``
+    of the loop's body."""
     nest = _make_nest(plan, preserve_unit_loops)
-    func = replace_stmt(index, plan.nest, None)
-    index = TreeIndex(func)
-    loop = index.loops[id(plan.loop.loop_var)]
-    body = seq(nest, loop.body) if at_start else seq(loop.body, nest)
-    return replace_stmt(index, loop, loop.replace(body=body))
+    func = replace_stmt(tree, plan.nest, None)
+    tree = TreeIndex(func)
+    loop = tree.loops[id(plan.loop.loop_var)]
+    items = _body_items(loop)
+    body = seq(*items[:position], nest, *items[position:])
+    return replace_stmt(tree, loop, loop.replace(body=body))
 
 
 def _make_nest(plan: _Plan, preserve_unit_loops: bool) -> Stmt:
@@ -915,17 +1099,6 @@ def _check_new_bindings(primitive: str, target: str, index: TreeIndex, plan: _Pl
 # ---------------------------------------------------------------- Schedule methods
 
 
-def check_location_index(primitive: str, index: int) -> None:
-    """TVM's ``index=``: only -1 (the default: where the dependences put the block) is supported."""
-    if index != -1:
-        raise ScheduleError(
-            primitive,
-            f"index={index!r}",
-            "only index=-1 is supported: the block goes where its producers and consumers under the "
-            "loop require (after its producers, before its consumers); reorder the blocks afterwards",
-        )
-
-
 class ComputeLocationPrimitives:
     """Schedule methods for compute_at, reverse_compute_at."""
 
@@ -933,30 +1106,28 @@ class ComputeLocationPrimitives:
     def compute_at(  # type: ignore[misc]
         self, block: BlockRV, loop: LoopRV, preserve_unit_loops: bool = False, index: int = -1
     ) -> None:
-        check_location_index("compute_at", index)
         realize = self.resolve_block(block, "compute_at")  # type: ignore[attr-defined]
         for_node = self.resolve_loop(loop, "compute_at")  # type: ignore[attr-defined]
-        name, var, keep = realize.block.name, for_node.loop_var, bool(preserve_unit_loops)
+        name, var, keep, at = realize.block.name, for_node.loop_var, bool(preserve_unit_loops), int(index)
         self._apply(  # type: ignore[attr-defined]
             "compute_at",
             (block, loop),
-            {"preserve_unit_loops": keep},
-            lambda func: compute_at(func, name, var, keep),
+            {"preserve_unit_loops": keep, **({"index": at} if at != -1 else {})},
+            lambda func: compute_at(func, name, var, keep, at),
         )
 
     @doc_from(reverse_compute_at)
     def reverse_compute_at(  # type: ignore[misc]
         self, block: BlockRV, loop: LoopRV, preserve_unit_loops: bool = False, index: int = -1
     ) -> None:
-        check_location_index("reverse_compute_at", index)
         realize = self.resolve_block(block, "reverse_compute_at")  # type: ignore[attr-defined]
         for_node = self.resolve_loop(loop, "reverse_compute_at")  # type: ignore[attr-defined]
-        name, var, keep = realize.block.name, for_node.loop_var, bool(preserve_unit_loops)
+        name, var, keep, at = realize.block.name, for_node.loop_var, bool(preserve_unit_loops), int(index)
         self._apply(  # type: ignore[attr-defined]
             "reverse_compute_at",
             (block, loop),
-            {"preserve_unit_loops": keep},
-            lambda func: reverse_compute_at(func, name, var, keep),
+            {"preserve_unit_loops": keep, **({"index": at} if at != -1 else {})},
+            lambda func: reverse_compute_at(func, name, var, keep, at),
         )
 
 

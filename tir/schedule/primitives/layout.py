@@ -1540,5 +1540,8 @@ class LayoutPrimitives:
         factors = [self.resolve_int(p, primitive) for p in padding]  # type: ignore[attr-defined]
         name = realize.block.name
         self._apply(  # type: ignore[attr-defined]
-            primitive, (block, list(padding)), {}, lambda func: pad_einsum(func, name, factors)
+            primitive,
+            (block, [p.value if isinstance(p, IntImm) else p for p in padding]),  # IntImm: as its int
+            {},
+            lambda func: pad_einsum(func, name, factors),
         )

@@ -612,7 +612,7 @@ class LoopPrimitives:
     def split(  # type: ignore[misc]
         self,
         loop: LoopRV,
-        factors: Sequence[int | ExprRV | None],
+        factors: Sequence[int | IntImm | ExprRV | None],
         preserve_unit_iters: bool = True,
         disable_predication: bool = False,
     ) -> list[LoopRV]:
@@ -637,8 +637,10 @@ class LoopPrimitives:
             None if f is None or (isinstance(f, ExprRV) and int(f) == -1) else self.resolve_int(f, "split")  # type: ignore[attr-defined]
             for f in factors
         ]
+        # An integer constant (IntImm) is recorded as the int it stands for.
+        recorded = [f.value if isinstance(f, IntImm) else f for f in factors]
         return self._apply(  # type: ignore[attr-defined]
-            "split", (loop,), {"factors": list(factors)}, lambda func: split(func, for_node.loop_var, sizes)
+            "split", (loop,), {"factors": recorded}, lambda func: split(func, for_node.loop_var, sizes)
         )
 
     @doc_from(fuse)

@@ -166,7 +166,7 @@ class PartitionPrimitives:
 
     @doc_from(loop_partition)
     def loop_partition(  # type: ignore[misc]
-        self, loop: LoopRV, factors: Sequence[int | ExprRV | None], preserve_unit_iters: bool = True
+        self, loop: LoopRV, factors: Sequence[int | IntImm | ExprRV | None], preserve_unit_iters: bool = True
     ) -> list[LoopRV]:
         # preserve_unit_iters (TVM's keyword) is accepted: bindings always keep the new loops.
         node = self.resolve_loop(loop, "loop_partition")  # type: ignore[attr-defined]
@@ -174,7 +174,7 @@ class PartitionPrimitives:
         return self._apply(  # type: ignore[attr-defined,no-any-return]
             "loop_partition",
             (loop,),
-            {"factors": list(factors)},
+            {"factors": [f.value if isinstance(f, IntImm) else f for f in factors]},  # IntImm: as its int
             lambda func: loop_partition(func, node.loop_var, sizes),
         )
 

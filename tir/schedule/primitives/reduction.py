@@ -110,7 +110,8 @@ def decompose_reduction(func: PrimFunc, block_name: str, loop_var: Var) -> tuple
     copied. The update block keeps its name and loses its init. Returns the init block.
 
     Preconditions (each refused with a ScheduleError): the block has an init; it is a reduction
-    (spatial and reduce iterators only, at least one reduce); ``loop`` lies between the block and
+    (spatial and reduce iterators only, at least one reduce) whose bindings are quasi-affine and
+    independent (the validator's ``binding`` rule, checked even without ``debug``); ``loop`` lies between the block and
     its enclosing block; no loop above ``loop`` drives a reduce iterator (the init would run
     once per iteration of that loop); no loop from ``loop`` inward drives both a spatial and a
     reduce iterator; only loops lie between ``loop`` and the block; the copied loops' bounds do
@@ -165,6 +166,7 @@ def decompose_reduction(func: PrimFunc, block_name: str, loop_var: Var) -> tuple
         )
     top = loops[position]
     shape.check_kinds()
+    shape.check_bindings()
     # A blockized reduction's init is a nest of blocks that starts a tile per instance.
     stores = init_stores(block)
     tiled = stores is None and _holds_blocks(block.init)
@@ -280,7 +282,8 @@ def merge_reduction(func: PrimFunc, init_name: str, update_name: str) -> PrimFun
 
     - the init block has only spatial iterators, no init, allocates and matches no buffer, and
       its body is buffer stores; the update block has no init and is a reduction (spatial and
-      reduce iterators only, at least one reduce);
+      reduce iterators only, at least one reduce) whose bindings are quasi-affine and independent
+      (the validator's ``binding`` rule, checked even without ``debug``);
     - the two are in the same scope, and the init block's loop nest (only loops around the init
       block) is immediately followed, in the same statement sequence, by the update block or a
       loop ``L`` above it;
@@ -345,6 +348,7 @@ def merge_reduction(func: PrimFunc, init_name: str, update_name: str) -> PrimFun
     if update.init is not None:
         raise shape.fail("the update block already has a T.init()", update_realize)
     shape.check_kinds(need_init=False)
+    shape.check_bindings()
     if index.scope_block(init_realize) is not index.scope_block(update_realize):
         raise init_fail(f"the init block is not in the same scope as block {update_name!r}")
 
@@ -532,7 +536,8 @@ def rfactor(func: PrimFunc, loop_var: Var, factor_axis: int) -> tuple[PrimFunc, 
 
     Preconditions (each refused with a ScheduleError): exactly one block lies under ``loop``;
     it has an init and is a reduction (spatial and reduce iterators only, one or more reduce,
-    no buffer of its own) of a form above: the init is buffer stores to different outputs;
+    no buffer of its own, bindings quasi-affine and independent as the validator's ``binding``
+    rule asks, checked even without ``debug``) of a form above: the init is buffer stores to different outputs;
     with lets, one let per init store, none using another, then only stores, one per output,
     each storing a different let variable to a buffer the init stores to; the outputs have one
     shape and every store is at the same indices, which use the spatial iterators only (one
@@ -634,6 +639,7 @@ def rfactor(func: PrimFunc, loop_var: Var, factor_axis: int) -> tuple[PrimFunc, 
     block = realize.block
     shape = ReductionShape(primitive, index, realize)
     shape.check_kinds()
+    shape.check_bindings()
     if block.alloc_buffers or block.match_buffers:
         raise shape.fail("the block allocates or matches buffers of its own", realize)
 
