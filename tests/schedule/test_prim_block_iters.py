@@ -87,3 +87,37 @@ def test_unsafe_set_dtype_to_an_integer_truncates() -> None:
         run(sch.func, a, b, d)
         np.testing.assert_array_equal(d, np.maximum(np.trunc(a), 0))
     check_numerics(add_relu, Schedule(add_relu).func)
+
+
+@T.script
+def add_relu_viewed(A: T.Buffer((16, 4), "float32"), B: T.Buffer((16, 4), "float32"), D: T.Buffer((16, 4), "float32")):
+    C = T.alloc_buffer((16, 4), "float32")
+    for i in range(16):
+        with T.block("C"):
+            vi = T.remap("S", i)
+            C_row = T.match_buffer(C[vi, 0:4], (4,), "float32")
+            for j in range(4):
+                C_row[j] = A[vi, j] + B[vi, j]
+    for i in range(16):
+        with T.block("D"):
+            vi = T.remap("S", i)
+            C_row = T.match_buffer(C[vi, 0:4], (4,), "float32")
+            for j in range(4):
+                D[vi, j] = T.max(C_row[j], 0.0)
+
+
+def test_unsafe_set_dtype_retypes_a_match_buffer_view(golden) -> None:  # type: ignore[no-untyped-def]
+    # TVM's test_set_dtype_subregion: the views of the buffer take the new type with it.
+    sch = Schedule(add_relu_viewed, debug=True)
+    sch.unsafe_set_dtype(sch.get_block("C"), 0, "float16")
+    text = sch.func.script()
+    assert 'C = T.alloc_buffer((16, 4), "float16")' in text
+    assert text.count('(4,), "float16")') == 2
+    check_schedule(sch, add_relu_viewed, golden, "schedule/unsafe_set_dtype_view", rtol=1e-2)
+    rng = np.random.default_rng(0)
+    a, b = rng.standard_normal((16, 4)).astype("float32"), rng.standard_normal((16, 4)).astype("float32")
+    expected = np.maximum((a + b).astype("float16").astype("float32"), 0)
+    for run in (lambda f, *x: tir.interpret(f, *x), lambda f, *x: tir.build(f)(*x)):
+        d = np.zeros((16, 4), "float32")
+        run(sch.func, a, b, d)
+        np.testing.assert_array_equal(d, expected)

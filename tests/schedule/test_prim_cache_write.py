@@ -800,3 +800,82 @@ def test_cache_write_refuses_a_tile_whose_first_instance_skips_the_init() -> Non
         reversed_tiles,
         r"cannot prove the first instance to touch each tile of B runs the init",
     )
+
+
+@T.script
+def wrapped_predicate(A: T.Buffer((12, 24), "float32"), B: T.Buffer((10, 20), "float32")):
+    for i, j in T.grid(12, 24):
+        with T.block("B"):
+            vi, vj = T.remap("SS", i, j)
+            with T.block("inner"):
+                T.where(vi < 10 and vj < 20)
+                B[vi, vj] = A[vi, vj] * 2.0
+
+
+@T.script
+def wrapped_predicate_in_a_larger_buffer(A: T.Buffer((12, 24), "float32"), B: T.Buffer((12, 24), "float32")):
+    for i, j in T.grid(12, 24):
+        with T.block("B"):
+            vi, vj = T.remap("SS", i, j)
+            with T.block("inner"):
+                T.where(vi < 10 and vj < 20)
+                B[vi, vj] = A[vi, vj] * 2.0
+
+
+@T.script
+def wrapped_parity_predicate(A: T.Buffer((12, 24), "float32"), B: T.Buffer((12, 24), "float32")):
+    for i, j in T.grid(12, 24):
+        with T.block("B"):
+            vi, vj = T.remap("SS", i, j)
+            with T.block("inner"):
+                T.where(vi % 2 == 0)
+                B[vi, vj] = A[vi, vj] * 2.0
+
+
+@T.script
+def wrapped_siblings(A: T.Buffer((12, 24), "float32"), B: T.Buffer((12, 24), "float32")):
+    for i, j in T.grid(12, 24):
+        with T.block("B"):
+            vi, vj = T.remap("SS", i, j)
+            with T.block("left"):
+                T.where(vi < 8)
+                B[vi, vj] = A[vi, vj] * 2.0
+            with T.block("top"):
+                T.where(vj < 16)
+                B[vi, vj] = A[vi, vj] * 3.0
+
+
+@pytest.mark.parametrize(
+    ("program", "golden_name", "extents"),
+    [
+        (wrapped_predicate, "schedule/cache_write_wrapped_predicate", [10, 20]),
+        # B[10:, :] and B[:, 20:] keep their values: the copy back covers only what is written.
+        (wrapped_predicate_in_a_larger_buffer, "schedule/cache_write_wrapped_predicate_larger", [10, 20]),
+    ],
+)
+def test_cache_write_of_a_block_wrapping_a_predicated_child(  # type: ignore[no-untyped-def]
+    golden, program: tir.PrimFunc, golden_name: str, extents: list[int]
+) -> None:
+    sch = Schedule(program)
+    sch.cache_write(sch.get_block("B"), 0, "local")
+    index = TreeIndex(sch.func)
+    assert [loop.extent.value for loop in index.loops_above(index.blocks["B_local"])] == extents
+    check_schedule(sch, program, golden, golden_name)
+
+
+def test_cache_write_refuses_a_wrapped_predicate_that_is_not_an_upper_bound() -> None:
+    refused(
+        Schedule(wrapped_parity_predicate),
+        wrapped_parity_predicate,
+        r"cannot prove the instances write a dense box of B \(the predicate i % 2 == 0 is not an upper bound",
+    )
+
+
+def test_cache_write_refuses_sibling_predicated_children() -> None:
+    # The children write rows 0-7 and columns 0-15: not a box. Copying back the bounding box
+    # (what TVM does) would overwrite B[8:, 16:] with values nothing wrote.
+    refused(
+        Schedule(wrapped_siblings),
+        wrapped_siblings,
+        r"the first of the statements of its body to touch B must be one child block that writes it",
+    )

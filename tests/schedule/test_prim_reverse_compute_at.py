@@ -361,6 +361,42 @@ def test_reverse_compute_at_refuses_a_reduction_under_the_loop_that_walks_its_re
     assert tir.structural_equal(sch.func, row_sum)
 
 
+@T.script
+def factorized(A: T.Buffer((16, 16, 16), "float32"), B: T.Buffer((16,), "float32")):
+    B_rf_local = T.alloc_buffer((16, 16), "float32", scope="local")
+    for j in T.thread_binding(16, thread="blockIdx.x"):
+        for i_o in T.thread_binding(4, thread="threadIdx.x"):
+            for i_i, k in T.grid(4, 16):
+                with T.block("B_rf"):
+                    vi = T.axis.spatial(16, i_o * 4 + i_i)
+                    vj, vk = T.remap("SR", j, k)
+                    with T.init():
+                        B_rf_local[vi, vj] = 0.0
+                    B_rf_local[vi, vj] = B_rf_local[vi, vj] + A[vj, vi, vk]
+    for i, k in T.grid(16, 16):
+        with T.block("B"):
+            vi, vk = T.remap("SR", i, k)
+            with T.init():
+                B[vi] = 0.0
+            B[vi] = B[vi] + B_rf_local[vk, vi]
+
+
+def test_reverse_compute_at_refuses_splitting_a_reduction_across_threads() -> None:
+    """TVM's test_reverse_compute_at_factorized: TVM puts B under the threadIdx.x loop i_o, each
+    thread reducing its 4 of the 16 partials into B[j]. Run in order that equals the original,
+    but the 4 threads run at once and race on B[j] (one thread initialises it while the others
+    add to it)."""
+    sch = Schedule(factorized)
+    _, i_o, _, _ = sch.get_loops(sch.get_block("B_rf"))
+    message = (
+        r"one iteration of the loop i_o produces only part of that dimension .*splitting it across the "
+        r"iterations instead would have the threads of threadIdx.x accumulate into B concurrently"
+    )
+    with pytest.raises(ScheduleError, match=message):
+        sch.reverse_compute_at(sch.get_block("B"), i_o)
+    assert tir.structural_equal(sch.func, factorized)
+
+
 @pytest.mark.parametrize("position", [0, 1])
 def test_decompose_reduction_after_reverse_compute_at_is_correct_or_refused(position: int) -> None:
     sch = Schedule(row_sum, debug=True)

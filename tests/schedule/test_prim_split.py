@@ -106,3 +106,22 @@ def test_split_refuses_constants_that_are_not_integers(factor: str) -> None:
     with pytest.raises(ScheduleError, match=r"split: .*expected an integer \(an int or an integer IntImm\)"):
         sch.split(i, [constant, None])
     assert tir.structural_equal(sch.func, scale)
+
+
+def test_split_disable_predication_of_an_exact_split(golden) -> None:  # type: ignore[no-untyped-def]
+    # An exact split has no predicate, so disable_predication changes nothing (TVM's test_split[True]).
+    sch = Schedule(scale)
+    i, j = sch.get_loops(sch.get_block("B"))
+    sch.split(i, [5, 4, 5], disable_predication=True)
+    sch.split(j, [2, None], disable_predication=True)
+    check_schedule(sch, scale, golden, "schedule/split_three_way")
+    assert "T.where" not in sch.func.script()
+
+
+@pytest.mark.parametrize("factors", [[None, 32], [3, 32], [7, 15]])
+def test_split_disable_predication_refuses_an_inexact_split(factors: list) -> None:
+    sch = Schedule(scale)
+    i, _ = sch.get_loops(sch.get_block("B"))
+    with pytest.raises(ScheduleError, match=r"split: loop i: disable_predication=True needs the factors"):
+        sch.split(i, factors, disable_predication=True)
+    assert tir.structural_equal(sch.func, scale)

@@ -264,6 +264,21 @@ def test_transform_layout_with_a_sampled_factor() -> None:
         check_numerics(fourteen, sch.func)
 
 
+def test_transform_layout_with_arithmetic_on_sampled_factors(golden) -> None:  # type: ignore[no-untyped-def]
+    # TVM's test_transform_layout_with_sampling: sampled tile sizes multiplied in the map; the
+    # trace records the product the map used.
+    sch = Schedule(row_sum, debug=True)
+    loop = sch.get_loops(sch.get_block("X"))[-1]
+    _, j1, j2 = sch.sample_perfect_tile(loop, 3, decision=[2, 4, 2])
+    sch.transform_layout(sch.get_block("X"), ("write", 0), lambda i, j: (i, j // (j1 * j2), j % (j1 * j2)))
+    assert sch.get(sch.get_block("X")).writes[0].buffer.const_shape() == (8, 2, 8)
+    check_schedule(sch, row_sum, golden, "schedule/transform_layout_sampled_product")
+    assert "j // 8, j % 8" in str(sch.trace)
+    # j1 holds 4: arithmetic with ints gives ints.
+    assert [j1 + 1, 1 + j1, j1 - 1, 9 - j1, -j1] == [5, 5, 3, 5, -4]
+    assert [9 // j1, j1 // 3, 9 % j1, j1 % 3, 3 * j1] == [2, 1, 1, 1, 12]
+
+
 def test_transform_layout_with_a_pad_value(golden) -> None:  # type: ignore[no-untyped-def]
     # TVM's pad_value: the padding elements get the value, in a block at the buffer's scope start.
     sch = Schedule(fourteen, debug=True)
@@ -289,3 +304,43 @@ def test_transform_layout_refuses_a_pad_value_it_cannot_place() -> None:
     sch = Schedule(fourteen)
     with pytest.raises(ScheduleError, match="cannot tell the padding of the index map"):
         sch.transform_layout(sch.get_block("B"), ("write", 0), lambda i: (i % 7, i // 7 * 3), pad_value=0.0)
+
+
+@T.script
+def copy16_with_n(A: T.Buffer((16,), "int32"), n: T.int32):
+    B = T.alloc_buffer((16,), "int32")
+    for i in range(16):
+        with T.block("block"):
+            vi = T.remap("S", i)
+            B[vi] = A[vi]
+
+
+def test_transform_layout_refuses_a_map_that_uses_a_program_variable() -> None:
+    # TVM's test_transform_layout_with_var accepts this by assuming n > 0; the program assumes
+    # nothing of n, and for n <= 0 the new layout would divide by zero.
+    sch = Schedule(copy16_with_n)
+    n = copy16_with_n.params[1]
+    with pytest.raises(ScheduleError, match=r"i // n uses n, a variable whose value is not known here"):
+        sch.transform_layout(sch.get_block("block"), ("write", 0), lambda i: (i // n, i % n), pad_value=0)
+    assert sch.func is copy16_with_n
+
+
+@T.script
+def copy14_int(A: T.Buffer((14,), "int32")):
+    B = T.alloc_buffer((14,), "int32")
+    for i in range(14):
+        with T.block("block"):
+            vi = T.remap("S", i)
+            B[vi] = A[vi]
+
+
+def test_transform_layout_refuses_a_pad_value_read_from_a_buffer() -> None:
+    # TVM's test_padded_transform_repeated_buffer_element (an xfail there): the padding of A
+    # would repeat A's first elements, a claim about the caller's data.
+    sch = Schedule(copy14_int)
+    a = sch.get(sch.get_block("block")).reads[0].buffer
+    with pytest.raises(ScheduleError, match=r"the pad value A\[.*\] reads a buffer; it may use only"):
+        sch.transform_layout(
+            sch.get_block("block"), ("read", 0), lambda i: (i // 4, i % 4), pad_value=lambda i, j: a[(4 * i + j) % 14]
+        )
+    assert sch.func is copy14_int

@@ -10,6 +10,7 @@ from collections.abc import Callable
 
 import numpy as np
 import pytest
+from schedule_testing import check_replay
 
 import tir
 import tir.script as T
@@ -289,3 +290,55 @@ def test_fuse_over_a_symbolic_inner_extent() -> None:
     sch.parallel(outer)
     sch.vectorize(inner)
     _check_sizes(sch.mod, _inner_symbolic)
+
+
+@T.script
+def nt_matmul_rf(a: T.handle, b: T.handle, c: T.handle):
+    n = T.int32()
+    A = T.match_buffer(a, (32, 1, 128), "float32")
+    B = T.match_buffer(b, (32, n, 128), "float32")
+    C = T.match_buffer(c, (32, 1, n), "float32")
+    C_rf = T.alloc_buffer((128, 32, 1, n), "float32")
+    for ax0_ax1_fused, ax2_fused_1, ax2_fused_0 in T.grid(n * 32, 128, 1):
+        with T.block("NT_matmul_rf"):
+            vax2_fused_1 = T.axis.spatial(128, ax2_fused_1)
+            v0 = T.axis.spatial(32, ax0_ax1_fused // n)
+            v1 = T.axis.spatial(n, ax0_ax1_fused % n)
+            vax2_fused_0 = T.axis.reduce(1, ax2_fused_0)
+            with T.init():
+                C_rf[vax2_fused_1, v0, 0, v1] = T.float32(0)
+            C_rf[vax2_fused_1, v0, 0, v1] = (
+                C_rf[vax2_fused_1, v0, 0, v1]
+                + A[v0, 0, vax2_fused_0 * 128 + vax2_fused_1] * B[v0, v1, vax2_fused_0 * 128 + vax2_fused_1]
+            )
+    for ax0_ax1_fused, ax2_fused_1 in T.grid(n * 32, 128):
+        with T.block("NT_matmul"):
+            vax2_fused_1 = T.axis.reduce(128, ax2_fused_1)
+            v0 = T.axis.spatial(32, ax0_ax1_fused // n)
+            v1 = T.axis.spatial(n, ax0_ax1_fused % n)
+            with T.init():
+                C[v0, 0, v1] = T.float32(0)
+            C[v0, 0, v1] = C[v0, 0, v1] + C_rf[vax2_fused_1, v0, 0, v1]
+
+
+def _nt_matmul(n: int) -> tuple[list[np.ndarray], list[np.ndarray], list[np.ndarray]]:
+    rng = np.random.default_rng(n)
+    a = rng.standard_normal((32, 1, 128)).astype("float32")
+    b = rng.standard_normal((32, n, 128)).astype("float32")
+    return [a, b], [np.empty((32, 1, n), "float32")], [np.einsum("ik,ijk->ij", a[:, 0, :], b)[:, None, :]]
+
+
+def test_reverse_compute_at_under_a_fused_loop_divided_by_a_size(golden) -> None:  # type: ignore[no-untyped-def]
+    # TVM's test_shape_var_as_bound: the new bindings divide by the buffer size n, positive as
+    # the verifier assumes of every size.
+    sch = Schedule(nt_matmul_rf, debug=True)
+    loop, _, _ = sch.get_loops(sch.get_block("NT_matmul_rf"))
+    sch.reverse_compute_at(sch.get_block("NT_matmul"), loop, preserve_unit_loops=True)
+    assert [sch.get(lp).extent.value for lp in sch.get_loops(sch.get_block("NT_matmul"))[1:]] == [128, 1, 1]
+    golden.check(
+        "schedule/reverse_compute_at_size_divisor",
+        f"# before\n{nt_matmul_rf.script()}\n# after\n{sch.mod.script()}\n# trace\n{sch.trace.as_python()}",
+    )
+    tir.assert_structural_equal(tir.parse(sch.func.script()), sch.func)
+    _check_sizes(sch.mod, _nt_matmul)
+    check_replay(sch, nt_matmul_rf)

@@ -478,6 +478,16 @@ def _enumerate_box(
     for result in index_map.results:
         value = evaluate_int(result, env)
         if value is None:
+            params = {id(param) for param in index_map.params}
+            outside = [var.name for var in free_vars(result) if id(var) not in params]
+            if outside:
+                # TVM accepts such a map by assuming the variable is positive; the program
+                # itself assumes nothing of it, so the new layout would fail where it ran.
+                return (
+                    f"{result} uses {', '.join(outside)}, a variable whose value is not known here: "
+                    "the new shape would depend on it, and for some of its values the map divides "
+                    "by zero or is not one-to-one onto a box from 0"
+                )
             return f"cannot evaluate {result}"
         values.append(np.broadcast_to(np.asarray(value, dtype=np.int64), (count,)))
     shape = []

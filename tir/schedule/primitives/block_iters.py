@@ -75,7 +75,8 @@ def unsafe_set_dtype(func: PrimFunc, block_name: str, buffer_index: int, dtype: 
     rounded (or truncated) in between, so results change.
 
     Preconditions: the buffer is allocated in the function (a parameter's type is the
-    caller's), is not viewed by a ``match_buffer``, and ``dtype`` is a scalar type.
+    caller's) and ``dtype`` is a scalar type. A ``match_buffer`` view of the buffer is
+    retyped with it, and its loads and stores are cast the same way.
 
     Before (``unsafe_set_dtype(B, 0, "float16")``)::
 
@@ -112,40 +113,40 @@ def unsafe_set_dtype(func: PrimFunc, block_name: str, buffer_index: int, dtype: 
         return func
     new_buffer = buffer.replace(dtype=new_dtype)
     rewriter = _DtypeRewriter(buffer, new_buffer)
-    body = rewriter.visit(func.body)
-    if rewriter.viewed:
-        raise ScheduleError(primitive, target, f"{buffer.name} is viewed by a match_buffer; the view keeps its type")
-    return func.replace(body=body)
+    return func.replace(body=rewriter.visit(func.body))
 
 
 class _DtypeRewriter(IRMutator):
+    """Retype a buffer and every match_buffer view of it (a view's elements are the buffer's)."""
+
     def __init__(self, old: Buffer, new: Buffer) -> None:
-        self.old = old
-        self.new = new
-        self.viewed = False
+        self.old_dtype = old.dtype
+        self.new_dtype = new.dtype
+        self.retyped: dict[int, Buffer] = {id(old): new}
 
     def visit_Buffer(self, buffer: Buffer) -> Buffer:
-        return self.new if buffer is self.old else buffer
+        return self.retyped.get(id(buffer), buffer)
 
     def visit_BufferLoad(self, load: BufferLoad) -> PrimExpr:
         visited = self.generic_visit(load)
-        if load.buffer is not self.old:
+        if id(load.buffer) not in self.retyped:
             return visited  # type: ignore[no-any-return]
         assert isinstance(visited, BufferLoad)
         lanes = load.dtype.lanes
-        return Cast(self.old.dtype.with_lanes(lanes), visited.replace(dtype=self.new.dtype.with_lanes(lanes)))
+        return Cast(self.old_dtype.with_lanes(lanes), visited.replace(dtype=self.new_dtype.with_lanes(lanes)))
 
     def visit_BufferStore(self, store: BufferStore) -> Stmt:
         visited = self.generic_visit(store)
-        if store.buffer is not self.old:
+        if id(store.buffer) not in self.retyped:
             return visited  # type: ignore[no-any-return]
         assert isinstance(visited, BufferStore)
         value = visited.value
-        return visited.replace(value=Cast(self.new.dtype.with_lanes(value.dtype.lanes), value))
+        return visited.replace(value=Cast(self.new_dtype.with_lanes(value.dtype.lanes), value))
 
     def visit_Block(self, block: Block) -> Stmt:
-        if any(match.source.buffer is self.old for match in block.match_buffers):
-            self.viewed = True
+        for match in block.match_buffers:
+            if id(match.source.buffer) in self.retyped:
+                self.retyped[id(match.buffer)] = match.buffer.replace(dtype=self.new_dtype)
         visited = self.generic_visit(block)
         assert isinstance(visited, Block)
         if visited is block:

@@ -101,6 +101,10 @@ def cache_write(
       before reading it (its first statement touching ``C``, or its init's, is a store); with
       an init, the first iteration of the loops that feed no index has the reduction
       iterators at their start (so the first instance of each element runs the init);
+    - or the block's whole body is one child block (neither with an init) that meets the
+      rules above for one element; the child's ``T.where`` then limits which instances write
+      it (each conjunct an upper bound on one index, or true at the first iteration of the
+      loops that feed no index), and the copy back covers only those elements;
     - or else every instance writes a tile (a blockized block, ``C[vo * 16 : vo * 16 + 16]``;
       or one element its child blocks compute), without a ``T.where``: the tiles' starts are
       sums of loop variables times constants whose union is one box (each loop stepping by at
@@ -167,7 +171,14 @@ def cache_write(
                 f"the block is under {kind} inside its scope; cannot prove which elements it writes",
                 node,
             )
-    if _is_point(region) and not any(
+    # A predicate of a lone child block the block wraps (``T.where(vi < 10)`` inside it),
+    # in the block's loop variables: it limits which elements the instances write.
+    child_predicate: PrimExpr | None = None
+    wrapped = _wrapped_point_write(primitive, realize, buffer)
+    if wrapped is not None:
+        region, child_predicate = wrapped
+        by_init = False
+    elif _is_point(region) and not any(
         accesses(child.block, buffer).reads or accesses(child.block, buffer).writes
         for stmt in (block.init, block.body)
         if stmt is not None
@@ -200,9 +211,9 @@ def cache_write(
         within = inner
         stmts = list(inner.stmts)
         position = child_position(index, inner, realize)
-    copy_region = _copy_back_box(index, scope, realize, region, primitive, by_init, within)
+    copy_region = _copy_back_box(index, scope, realize, region, primitive, by_init, within, child_predicate)
     for consumer in consumers:
-        _check_reads_written(index, scope, realize, consumer, region, primitive, by_init)
+        _check_reads_written(index, scope, realize, consumer, region, primitive, by_init, child_predicate)
 
     cache_name, block_name_new = cache_buffer_and_block_names(func, index, buffer, storage_scope)
     cache = Buffer(cache_name, buffer.shape, buffer.dtype, storage_scope)
@@ -218,6 +229,34 @@ def cache_write(
     new_scope = scope.block.replace(body=body, alloc_buffers=(*scope.block.alloc_buffers, cache))
     func = replace_stmt(index, scope, scope.replace(block=new_scope))
     return redirect_blocks(func, [c.block.name for c in consumers], buffer, cache), block_name_new
+
+
+def _wrapped_point_write(primitive: str, realize: BlockRealize, buffer: Buffer) -> tuple[BufferRegion, PrimExpr] | None:
+    """For a block without an init whose whole body is one child block without an init that
+    writes one element of ``buffer`` (meeting the point rules): the element, in the block's
+    iterators, and the child's predicate, in the loop variables around the block. The block
+    then writes that element exactly in the instances where the child's predicate holds (TVM
+    builds such blocks, ``T.where`` inside an outer block). None for any other block."""
+    block = realize.block
+    child = block.body
+    if block.init is not None or not isinstance(child, BlockRealize) or child.block.init is not None:
+        return None
+    if any(match.source.buffer is buffer for match in block.match_buffers):
+        return None
+    regions = [w for w in child.block.writes if w.buffer is buffer]
+    if len(regions) != 1 or not _is_point(regions[0]):
+        return None
+    _point_write_init(primitive, child, buffer, regions[0])
+    child_bindings = {iv.var: value for iv, value in zip(child.block.iter_vars, child.iter_values)}
+    region = BufferRegion(
+        buffer,
+        tuple(
+            Range(simplify(substitute(rng.min, child_bindings)), simplify(substitute(rng.extent, child_bindings)))
+            for rng in regions[0].region
+        ),
+    )
+    bindings = {iv.var: value for iv, value in zip(block.iter_vars, realize.iter_values)}
+    return region, simplify(substitute(child.predicate, bindings))
 
 
 def _is_point(region: BufferRegion) -> bool:
@@ -429,6 +468,7 @@ def _copy_back_box(
     primitive: str,
     by_init: bool,
     within: Stmt | None = None,
+    child_predicate: PrimExpr | None = None,
 ) -> list[Range]:
     """The exact box of elements the instances of ``realize`` write over the loops inside
     ``scope`` (or inside ``within``): ``_written_box`` for one element per instance, the union
@@ -437,7 +477,7 @@ def _copy_back_box(
     feed the tile's start, with every other loop free: the first of them runs the init when
     the reduction iterators are at their start at the first iteration of those other loops."""
     if _is_point(region):
-        return _written_box(index, scope, realize, region, primitive, by_init, within)
+        return _written_box(index, scope, realize, region, primitive, by_init, within, child_predicate)
     target = block_target(realize)
     if within is None:
         loops = index.loops_above(realize)
@@ -495,6 +535,7 @@ def _check_reads_written(
     region: BufferRegion,
     primitive: str,
     by_init: bool,
+    child_predicate: PrimExpr | None = None,
 ) -> None:
     """Check that ``consumer`` can read the cache: it comes after the block in a statement
     sequence they share, nothing else writes the buffer from the block to it, and in each
@@ -523,7 +564,7 @@ def _check_reads_written(
             f"{buffer.name} is written between the block and consumer block {name!r}; the cache would not hold "
             "what it reads",
         )
-    written = _copy_back_box(index, scope, realize, region, primitive, by_init, common)
+    written = _copy_back_box(index, scope, realize, region, primitive, by_init, common, child_predicate)
     read = access_region(index, scope, [consumer], buffer, primitive, common)
     dim = first_not_contained(written, read, outer_analyzer(index, scope, common))
     if dim is not None:
@@ -605,9 +646,11 @@ def _written_box(
     primitive: str,
     by_init: bool,
     within: Stmt | None = None,
+    child_predicate: PrimExpr | None = None,
 ) -> list[Range]:
     """The exact box of elements the instances of ``realize`` write (see ``cache_write``), over
     the loops inside ``scope`` (or inside ``within``: the loops around it stay symbolic).
+    ``child_predicate`` (in the loop variables) further limits which instances write.
 
     With ``by_init`` the element is first written by the init, so the first instance of each
     element (the first iteration of the loops that feed no index) must run it.
@@ -688,7 +731,8 @@ def _written_box(
                     "iteration of the loops that feed no index)",
                 )
     caps: list[PrimExpr | None] = [None] * len(box)
-    for cond in _conjuncts(realize.predicate):
+    predicate = realize.predicate if child_predicate is None else And(realize.predicate, child_predicate)
+    for cond in _conjuncts(predicate):
         used = uses_vars(cond, loop_vars)
         dims = {dim_of[var] for var in used if var in dim_of}
         if not dims:

@@ -42,6 +42,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from tir.analysis.verify._context import Program
+from tir.analysis.verify.binding import size_vars
 from tir.arith import Analyzer, eval_interval, relax_range, union_regions
 from tir.arith.iter_map import detect_iter_map, inverse_iter_map
 from tir.ir import (
@@ -858,12 +860,21 @@ def _check_whole_reduction(
             continue
         part = f"[{analyzer.simplify(got.min)}, {analyzer.simplify(got.min + got.extent)})"
         every = f"[{analyzer.simplify(total.min)}, {analyzer.simplify(total.min + total.extent)})"
+        # Splitting the reduction across the loop's iterations instead (each reducing its own
+        # part) is exact only for a serial loop; bound to threads, they would all accumulate
+        # into the same outputs at once.
+        concurrent = (
+            f"; splitting it across the iterations instead would have the threads of {loop.thread_tag} "
+            f"accumulate into {', '.join(w.buffer.name for w in block.writes)} concurrently"
+            if loop.thread_tag
+            else ""
+        )
         raise ScheduleError(
             primitive,
             target,
             f"the block is a reduction over dimension {dim} of {access.buffer.name}, but one iteration of the loop "
-            f"{loop.loop_var.name} produces only part of that dimension ({part} of {every}); the reduction would read elements not produced yet. "
-            "Move it under a loop outside that dimension",
+            f"{loop.loop_var.name} produces only part of that dimension ({part} of {every}); the reduction would read elements not produced yet"
+            f"{concurrent}. Move it under a loop outside that dimension",
             access,
         )
 
@@ -1080,7 +1091,11 @@ def _check_new_bindings(primitive: str, target: str, index: TreeIndex, plan: _Pl
     sweep = {lp.loop_var: Range(lp.min, lp.extent) for lp in [*index.loops_above(plan.loop), plan.loop]}
     for axis, extent in loops:
         sweep[axis] = Range(const(0, axis.dtype), extent)
-    known = {var: dom for var, dom in plan.outer_dom.items() if var not in sweep}
+    # Sizes of parameter buffers count as at least 1, as the verifier assumes (a nest over a
+    # size-0 buffer runs nothing): a fused ``n * 32`` loop's ``// n`` is then a division by a
+    # positive divisor.
+    sizes = size_vars(Program(index.func))
+    known = {**sizes, **{var: dom for var, dom in plan.outer_dom.items() if var not in sweep}}
     judged = [value for iv, value in zip(new.block.iter_vars, new.iter_values) if iv.kind is not IterKind.OPAQUE]
     if not judged:
         return

@@ -1498,7 +1498,17 @@ class LayoutPrimitives:
         pad: PadValue = pad_value
         if callable(pad_value):
             # The trace keeps the function as text, like the index map.
-            pad = str(_coerce_map(pad_value, len(imap.results), [r.dtype for r in imap.results], primitive, target))
+            pad_map = _coerce_map(pad_value, len(imap.results), [r.dtype for r in imap.results], primitive, target)
+            loads = [r for r in pad_map.results if contains(r, BufferLoad)]
+            if loads:
+                # A pad value read from a buffer (even the transformed one) is a claim about the
+                # caller's data that nothing here can check or establish.
+                raise ScheduleError(
+                    primitive,
+                    target,
+                    f"the pad value {loads[0]} reads a buffer; it may use only the new indices and constants",
+                )
+            pad = str(pad_map)
         name = realize.block.name
         separators = list(imap.axis_separators)
         if separators and _is_identity(imap):

@@ -625,18 +625,22 @@ class LoopPrimitives:
                 f"factors must be a list (one extent per new loop, at most one None), got {factors!r}; "
                 f"for an inner loop of {factors!r} write split(loop, [None, {factors!r}])",
             )
-        if disable_predication:
-            raise ScheduleError(
-                "split",
-                f"loop {for_node.loop_var.name}",
-                "disable_predication=True is not supported: a tail without its predicate would run "
-                "iterations outside the loop's extent",
-            )
         # A sampled -1 (sample_perfect_tile of a symbolic extent) is the inferred factor, as in TVM.
         sizes = [
             None if f is None or (isinstance(f, ExprRV) and int(f) == -1) else self.resolve_int(f, "split")  # type: ignore[attr-defined]
             for f in factors
         ]
+        if disable_predication and not _split_is_exact(for_node.extent, sizes):
+            # Dropping the predicate of an inexact split would run iterations past the extent
+            # (out-of-range reads and writes); only an exact split, which has no predicate, is safe.
+            raise ScheduleError(
+                "split",
+                f"loop {for_node.loop_var.name}",
+                f"disable_predication=True needs the factors {sizes!r} to tile the extent "
+                f"{for_node.extent} exactly (a constant extent equal to their product, or divisible by "
+                "it when one factor is None): without its predicate the tail would run iterations "
+                "outside the loop's extent",
+            )
         # An integer constant (IntImm) is recorded as the int it stands for.
         recorded = [f.value if isinstance(f, IntImm) else f for f in factors]
         return self._apply(  # type: ignore[attr-defined]
@@ -668,6 +672,18 @@ class LoopPrimitives:
         return self._apply(  # type: ignore[attr-defined]
             "add_unit_loop", (block_or_loop,), {}, lambda func: add_unit_loop(func, target)
         )
+
+
+def _split_is_exact(extent: PrimExpr, sizes: Sequence[int | None]) -> bool:
+    """Whether splitting a loop of ``extent`` into ``sizes`` needs no predicate."""
+    if not isinstance(extent, IntImm):
+        return False
+    known = math.prod(size for size in sizes if size is not None)
+    if known <= 0:
+        return False
+    if None in sizes:
+        return extent.value % known == 0
+    return known == extent.value
 
 
 def _is_zero(expr: PrimExpr) -> bool:
