@@ -140,6 +140,20 @@ def defined_in_scope(func: PrimFunc, index: TreeIndex, scope: BlockRealize, buff
     return False
 
 
+def outer_vars(func: PrimFunc, index: TreeIndex, scope: BlockRealize) -> set[int]:
+    """Variables defined at the top of ``scope``'s body (by id): scalar parameters, and the
+    loops, lets and block iterators around (and of) the scope."""
+    found = {id(param) for param in func.params if isinstance(param, Var)}
+    for node in [scope.block, *index.ancestors(scope.block)]:
+        if isinstance(node, For):
+            found.add(id(node.loop_var))
+        elif isinstance(node, LetStmt):
+            found.add(id(node.var))
+        elif isinstance(node, Block):
+            found.update(id(iv.var) for iv in node.iter_vars)
+    return found
+
+
 def path_to_scope(index: TreeIndex, realize: BlockRealize, scope: BlockRealize) -> list[Stmt]:
     """Statements strictly between ``realize`` and the top level of ``scope``'s body (the
     scope's top-level statement sequence left out), innermost first."""

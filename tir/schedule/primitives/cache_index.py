@@ -39,7 +39,6 @@ from tir.ir import (
     IterKind,
     IterVar,
     Let,
-    LetStmt,
     Node,
     PrimExpr,
     PrimFunc,
@@ -66,7 +65,7 @@ from tir.schedule.primitives._common import (
     top_position,
     unique_name,
 )
-from tir.schedule.primitives._layout_util import ReplaceStmts, scope_of
+from tir.schedule.primitives._layout_util import ReplaceStmts, outer_vars, scope_of
 from tir.schedule.primitives.cache import check_scope_name
 from tir.schedule.tree import TreeIndex, replace_stmt
 
@@ -381,16 +380,8 @@ def _own_stores(block: Block) -> list[BufferStore]:
 
 
 def _outer_vars(func: PrimFunc, index: TreeIndex, scope: BlockRealize) -> set[int]:
-    """Variables defined at the top of ``scope``'s body: scalar parameters, and the loops,
-    lets and block iterators around (and of) the scope."""
-    found = {id(param) for param in func.params if isinstance(param, Var)}
-    for node in [scope.block, *index.ancestors(scope.block)]:
-        if isinstance(node, For):
-            found.add(id(node.loop_var))
-        elif isinstance(node, LetStmt):
-            found.add(id(node.var))
-        elif isinstance(node, Block):
-            found.update(id(iv.var) for iv in node.iter_vars)
+    """``outer_vars`` and the size variables of parameter buffers' shapes."""
+    found = outer_vars(func, index, scope)
     for buffer in func.params:
         if isinstance(buffer, Buffer):
             for extent in buffer.shape:

@@ -80,6 +80,7 @@ from tir.schedule.primitives._layout_util import (
     is_true,
     is_zero,
     normalize_buffer_arg,
+    outer_vars,
     path_to_scope,
     range_text,
     region_buffer,
@@ -152,20 +153,6 @@ def _show_access(access: Access) -> str:
     node = access.node
     text = f"{node.buffer.name}[{', '.join(str(i) for i in node.indices)}]"
     return ("store to " if access.is_store else "load of ") + text
-
-
-def _outer_vars(func: PrimFunc, index: TreeIndex, scope: BlockRealize) -> set[int]:
-    """Variables defined at the top of ``scope``'s body: scalar parameters, and the loops,
-    lets and block iterators around (and of) the scope."""
-    found = {id(param) for param in func.params if isinstance(param, Var)}
-    for node in [scope.block, *index.ancestors(scope.block)]:
-        if isinstance(node, For):
-            found.add(id(node.loop_var))
-        elif isinstance(node, LetStmt):
-            found.add(id(node.var))
-        elif isinstance(node, Block):
-            found.update(id(iv.var) for iv in node.iter_vars)
-    return found
 
 
 def _outer_dom(index: TreeIndex, scope: BlockRealize) -> dict[Var, Range]:
@@ -301,7 +288,7 @@ def reindex(
                 block_header(realize),
             )
     iter_ids = {id(iv.var) for iv in block.iter_vars}
-    outer = _outer_vars(func, index, scope)
+    outer = outer_vars(func, index, scope)
     used_ids = set()
     for var in free_vars(pattern):
         if id(var) in iter_ids:
