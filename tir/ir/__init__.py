@@ -41,7 +41,7 @@ from tir.ir.expr import (
     convert,
 )
 from tir.ir.function import IRModule, PrimFunc
-from tir.ir.functor import IRMutator, IRVisitor, post_order_visit, replace_buffers, substitute
+from tir.ir.functor import IRMutator, IRVisitor, free_vars, post_order_visit, replace_buffers, substitute
 from tir.ir.node import Node, Span
 from tir.ir.stmt import (
     THREAD_TAGS,
@@ -66,5 +66,5 @@ __all__ = [
     "IterVar", "KNOWN_SCOPES", "Let", "LetStmt", "MatchBufferRegion", "Max", "Min", "Mul",
     "Node", "Not", "Or", "PrimExpr", "PrimFunc", "Ramp", "Range", "Select", "SeqStmt", "Span",
     "Stmt", "StringImm", "Sub", "THREAD_TAGS", "Var", "as_dtype", "const", "convert",
-    "post_order_visit", "replace_buffers", "substitute",
+    "free_vars", "post_order_visit", "replace_buffers", "substitute",
 ]

@@ -120,6 +120,30 @@ def post_order_visit(node: Node, callback: Callable[[Node], None]) -> None:
     _PostOrder(callback).visit(node)
 
 
+class _UsedVars(IRVisitor):
+    def __init__(self) -> None:
+        self.found: dict[int, Var] = {}
+
+    def visit_Var(self, var: Var) -> None:
+        self.found.setdefault(id(var), var)
+
+
+def free_vars(node: Any) -> list[Var]:
+    """Every variable that appears under ``node`` (``node`` may be an expression, a statement, a
+    tuple of them or a whole function), once each, in first-appearance order. Loop variables,
+    block iterators and let variables defined inside ``node`` are included: callers that need
+    only the variables bound outside subtract what they define (``well_formed`` does).
+
+    >>> from tir.ir import Var
+    >>> x, y = Var("x", "int32"), Var("y", "int32")
+    >>> [v.name for v in free_vars((x + y) * x)]
+    ['x', 'y']
+    """
+    finder = _UsedVars()
+    finder.visit(node)
+    return list(finder.found.values())
+
+
 class _Contains(IRVisitor):
     def __init__(self, classes: type | tuple[type, ...]) -> None:
         self.classes = classes
