@@ -39,7 +39,7 @@ def main() -> None:
 
     import onnx
 
-    from metasched.model.testing import light_model_path, randomize_weights
+    from metasched.cli.demo_model import light_model_path, randomize_weights
 
     work_dir = Path(args.work_dir or tempfile.mkdtemp(prefix="cli_resnet50_"))
     work_dir.mkdir(parents=True, exist_ok=True)

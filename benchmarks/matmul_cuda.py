@@ -82,7 +82,7 @@ def main() -> None:
     if not torch.cuda.is_available():
         _give_up("torch sees no CUDA device")
         return
-    from tir.runtime.cuda import _driver
+    from tir.runtime.cuda_driver import _driver
 
     target = f"cuda -arch={_driver().arch()}"
     args = matmul_tensorcore.make_args(np.random.default_rng(0), N)

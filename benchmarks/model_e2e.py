@@ -18,10 +18,15 @@ from __future__ import annotations
 import argparse
 import json
 import resource
+import sys
 import time
 from functools import partial
+from pathlib import Path
 
 import numpy as np
+
+# The model tests' helpers (model_testing: onnxruntime references; bert_model: the BERT-style encoder).
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "metasched"))
 
 ROUNDS = 5
 
@@ -62,10 +67,11 @@ def _peak_mib() -> float:
 
 def main() -> None:
     import onnx
+    from bert_model import bert_encoder
+    from model_testing import assert_close, ort_run
 
     from metasched import model as msm
-    from metasched.model.bert import bert_encoder
-    from metasched.model.testing import assert_close, light_model_path, ort_run, randomize_weights
+    from metasched.cli.demo_model import light_model_path, randomize_weights
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--models", default="resnet50,bert")

@@ -20,22 +20,25 @@ import argparse
 import collections
 import json
 import os
+import sys
 import tempfile
+from pathlib import Path
 
 import numpy as np
+
+# The model tests' helpers (bert_model: the BERT-style encoder).
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "metasched"))
 
 
 def _our_kernels(compiled, feeds, repeat: int) -> dict[tuple[int, ...], float]:  # type: ignore[no-untyped-def]
     """Seconds per sorted output shape (a kernel's last output tensor)."""
-    tensors = compiled.plan["tensors"]
+    tensors = compiled.plan.tensors
     shape_of = {
-        step["group"]: tuple(sorted(int(d) for d in tensors[step["args"][-1]]["shape"]))
-        for step in compiled.plan["steps"]
-        if step["kind"] == "call"
+        step.group: tuple(sorted(int(d) for d in tensors[step.args[-1]].shape)) for step in compiled.plan.calls
     }
     totals: dict[tuple[int, ...], float] = collections.defaultdict(float)
     for row in compiled.profile(feeds, repeat=repeat):
-        totals[shape_of[row["group"]]] += row["seconds"]
+        totals[shape_of[row.group]] += row.seconds
     return totals
 
 
@@ -98,10 +101,10 @@ def _file_feeds(model, inputs: str | None, rng: np.random.Generator) -> dict[str
 
 def main() -> None:
     import onnx
+    from bert_model import bert_encoder
 
     from metasched import model as msm
-    from metasched.model.bert import bert_encoder
-    from metasched.model.testing import light_model_path, randomize_weights
+    from metasched.cli.demo_model import light_model_path, randomize_weights
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", default="resnet50")

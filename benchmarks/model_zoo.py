@@ -42,6 +42,8 @@ from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
+# The model tests' helpers (model_testing: onnxruntime references).
+sys.path.insert(0, str(REPO / "tests" / "metasched"))
 DEFAULT_CACHE = Path(os.environ.get("TENSORIR_ZOO_CACHE", Path.home() / ".cache" / "tensorir-zoo"))
 #: Float models pass below this ``max |ours - ort| / max |ort|``.
 FLOAT_TOLERANCE = 1e-4
@@ -386,9 +388,9 @@ def _output_steps(path: Path) -> dict[str, float]:
 def check(name: str, exporter: str, cache: Path, database: str | None = None) -> dict[str, Any]:
     """Import, compile (default schedules, or ``database``'s), compare with onnxruntime."""
     import numpy as np
+    from model_testing import ort_run
 
     from metasched import model as msm
-    from metasched.model.testing import ort_run
 
     path = model_path(cache, name, exporter)
     feeds = _feeds(path, cache, name)

@@ -25,11 +25,13 @@ from tir.schedule import Schedule, ScheduleError, Trace
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests" / "metasched"))
 from test_space import _hand_decisions, matmul, packed_sketch  # noqa: E402
 
+from tir.target import Target
+
 
 def measure(func: tir.PrimFunc, sketch: Trace, decisions: dict, args: list[np.ndarray], threads: int, seed: int):
     sch = Schedule(func, seed=seed)
     sketch.apply_to(sch, decisions)
-    for postproc in default_postprocs("llvm"):
+    for postproc in default_postprocs(Target.parse("llvm")):
         postproc.apply(sch)
     start = time.perf_counter()
     module = tir.build(sch.func, "llvm")

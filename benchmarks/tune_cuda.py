@@ -121,7 +121,7 @@ def main() -> None:
     parser.add_argument("--gemm-size", type=int, default=4096)
     parser.add_argument("--seconds", type=float, help="time budget of each workload's search (default: none)")
     options = parser.parse_args()
-    from tir.runtime.cuda import _driver, device_missing_reason
+    from tir.runtime.cuda_driver import _driver, device_missing_reason
 
     missing = device_missing_reason()
     if missing is not None:

@@ -37,6 +37,7 @@ from typing import Any
 
 from metasched.task import workload_hash
 from tir.ir import PrimFunc
+from tir.target import Target
 
 __all__ = ["Database", "DatabaseError", "TuningRecord"]
 
@@ -247,16 +248,19 @@ class Database:
             self._funcs[workload_hash] = func
         return self._funcs[workload_hash]
 
-    def records(self, func_or_hash: PrimFunc | str | None = None, target: str | None = None) -> list[TuningRecord]:
-        """Records in commit order, of one workload and/or target when given."""
+    def records(
+        self, func_or_hash: PrimFunc | str | None = None, target: str | Target | None = None
+    ) -> list[TuningRecord]:
+        """Records in commit order, of one workload and/or target (its full text) when given."""
         self._refresh()
         if func_or_hash is None:
             found = [r for records in self._records.values() for r in records]
         else:
             found = list(self._records.get(_key(func_or_hash), []))
-        return [r for r in found if target is None or r.target == target]
+        text = None if target is None else str(target)
+        return [r for r in found if text is None or r.target == text]
 
-    def get_top_k(self, func_or_hash: PrimFunc | str, target: str, k: int) -> list[TuningRecord]:
+    def get_top_k(self, func_or_hash: PrimFunc | str, target: str | Target, k: int) -> list[TuningRecord]:
         """The ``k`` fastest programs of a workload for ``target``, one record each.
 
         A program measured more than once (the tuner re-times its best few at the end) counts
@@ -292,6 +296,6 @@ class Database:
         programs.sort(key=lambda r: r.seconds)  # type: ignore[arg-type, return-value]
         return programs[:k]
 
-    def has(self, func_or_hash: PrimFunc | str, target: str) -> bool:
+    def has(self, func_or_hash: PrimFunc | str, target: str | Target) -> bool:
         """Whether the workload has a valid record for ``target`` (it was tuned there)."""
         return bool(self.get_top_k(func_or_hash, target, 1))

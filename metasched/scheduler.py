@@ -14,8 +14,9 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Protocol
 
-__all__ = ["Gradient", "RoundRobin", "TaskProgress", "make_scheduler"]
+__all__ = ["SCHEDULERS", "Gradient", "RoundRobin", "TaskProgress", "TaskScheduler", "make_scheduler"]
 
 
 @dataclass
@@ -84,9 +85,18 @@ class Gradient:
         return task.weight * (self.alpha * backward + (1 - self.alpha) * forward)
 
 
-def make_scheduler(name: str) -> RoundRobin | Gradient:
-    if name == "round-robin":
-        return RoundRobin()
-    if name == "gradient":
-        return Gradient()
-    raise ValueError(f"unknown task scheduler {name!r}; use 'gradient' or 'round-robin'")
+class TaskScheduler(Protocol):
+    def pick(self, tasks: Sequence[TaskProgress]) -> int | None:
+        """The index of the task that gets the next batch; None when every task is done."""
+        ...
+
+
+#: The task schedulers ``tune(task_scheduler=NAME)`` makes, by name.
+SCHEDULERS: dict[str, type[TaskScheduler]] = {"gradient": Gradient, "round-robin": RoundRobin}
+
+
+def make_scheduler(name: str) -> TaskScheduler:
+    cls = SCHEDULERS.get(name)
+    if cls is None:
+        raise ValueError(f"unknown task scheduler {name!r}; use 'gradient' or 'round-robin'")
+    return cls()

@@ -33,22 +33,43 @@ def workload_hash(func: PrimFunc) -> str:
 
 @dataclass
 class Task:
-    """A workload to tune: ``func`` is the unscheduled program, ``target`` the full target string."""
+    """A workload to tune: ``func`` is the unscheduled program, ``target`` the full target string.
+
+    A model's tasks (``metasched.model.compiled.group_tasks``) are named after the first fused
+    group that runs the program (``g12_conv_relu``) and say more: ``pattern`` is that group's
+    operator pattern (``conv_relu``: the task scheduler takes tasks of one pattern as alike),
+    and in a model with symbolic dimensions ``symbolic_func`` is the program the compiled model
+    runs (the sizes as variables) while ``func`` is it at the representative sizes: what is
+    tuned and what the database keys."""
 
     name: str
     func: PrimFunc
     target: str
     weight: float = 1.0
     flops: float = field(default=0.0)
+    pattern: str | None = None
+    symbolic_func: PrimFunc | None = None
 
     @staticmethod
-    def from_func(func: PrimFunc, target: str | Target = "llvm", weight: float = 1.0, name: str | None = None) -> Task:
+    def from_func(
+        func: PrimFunc,
+        target: str | Target = "llvm",
+        weight: float = 1.0,
+        name: str | None = None,
+        pattern: str | None = None,
+        symbolic_func: PrimFunc | None = None,
+    ) -> Task:
         if not isinstance(func, PrimFunc):
             raise TypeError(f"a task needs a PrimFunc, got {type(func).__name__}")
         if not isinstance(func.body, BlockRealize):
             raise ValueError(f"function {func.name!r} has no root block: tune programs before lowering them")
         text = target.text if isinstance(target, Target) else str(Target.parse(target).text)
-        return Task(name or func.name, func, text, float(weight), float(count_flops(func)))
+        return Task(name or func.name, func, text, float(weight), float(count_flops(func)), pattern, symbolic_func)
+
+    @property
+    def kernel(self) -> PrimFunc:
+        """The program a compiled model runs for this task: ``symbolic_func`` when there is one."""
+        return self.symbolic_func if self.symbolic_func is not None else self.func
 
     @property
     def key(self) -> str:

@@ -186,7 +186,7 @@ def demo_model_path(work_dir: Path) -> Path:
     weights drawn with a fixed seed), written once into ``work_dir``."""
     import onnx
 
-    from metasched.model.testing import light_model_path, randomize_weights
+    from metasched.cli.demo_model import light_model_path, randomize_weights
 
     target = work_dir / f"light_{DEMO_MODEL}.onnx"
     if not target.exists():

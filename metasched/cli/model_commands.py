@@ -113,9 +113,11 @@ def run_compile(args: argparse.Namespace) -> int:
     except OSError as error:
         raise CliError(f"-o {args.output!r} cannot be created ({error.strerror}); choose another directory") from None
     compiled = msm.compile(model.graph, target, database=database, threads=args.threads)
-    sources: dict[str, int] = {}
-    for task in compiled.report.tasks:
-        sources[task["schedule"]] = sources.get(task["schedule"], 0) + 1
+    report = compiled.report
+    assert report is not None  # compile() gives every model its report
+    sources = report.sources()
+    for warning in report.warnings:
+        say(f"warning: {warning}")
     compiled.save(output)
     shutil.copyfile(model.path, output / SOURCE_NAME)
     say(f"compiled {model.path.name}: " + ", ".join(f"{n} tasks {s}" for s, n in sources.items()))

@@ -426,10 +426,10 @@ def _compare(model: LoadedModel, work_dir: Path, target: str, threads: int, repe
     say("building the model with default schedules and with the tuned ones...")
     default = msm.compile(model.graph, target, database=None, threads=threads)
     tuned = msm.compile(model.graph, target, database=str(work_dir), threads=threads)
-    sources: dict[str, int] = {}
-    for task in tuned.report.tasks:
-        sources[task["schedule"]] = sources.get(task["schedule"], 0) + 1
+    sources = tuned.report.sources()
     say("tuned model: " + ", ".join(f"{count} tasks {source}" for source, count in sources.items()))
+    for warning in tuned.report.warnings:
+        say(f"warning: {warning}")
     for compiled in (default, tuned):
         compiled.set_threads(threads)
     feeds = random_inputs(model.graph)

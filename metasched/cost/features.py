@@ -25,15 +25,16 @@ What a row holds:
   allocated), tensor intrinsic use, whether the store is a reduction's init;
 - ``misc.features_incomplete``: 1 where a feature could not be computed (see below).
 
-Footprints come from the index expressions with block bindings substituted: affine indices
-(the common case) give exact spans from their coefficients, other indices (``v // 16``,
-``v % 16`` of packed layouts, the clamped ``Select`` of a gather, a ``BufferLoad`` of an
-indirect index) from ``tir.arith``'s constant bounds over the loops inside each level (an
-unbounded index spans its whole dimension), and their strides from evaluating them at two
-points (``tir.arith``'s evaluator, its simplifier where that falls short; an index that depends
-on loaded data is assumed to move by one element per iteration). The walk is direct (no
-lowering passes): the tiled and packed 1024^3 matmul of examples/matmul_schedule.py takes
-about 0.5 ms (best of 200 runs).
+Footprints come from the index expressions with block bindings substituted, whatever their
+kind (affine, ``v // 16`` and ``v % 16`` of packed layouts, the clamped ``Select`` of a gather,
+a ``BufferLoad`` of an indirect index): their spans from ``tir.arith``'s constant bounds over
+the loops inside each level (an unbounded index spans its whole dimension; an affine index
+with a variable in two terms is first put in the simplifier's canonical form, so that its
+bounds are exact), their strides from evaluating them at two points (``tir.arith``'s
+evaluator, its simplifier where that falls short; an index that depends on loaded data is
+assumed to move by one element per iteration). The walk is direct (no lowering passes): the
+tiled and packed 1024^3 matmul of examples/matmul_schedule.py takes about 0.7 ms (best of 200
+runs).
 
 Extraction never stops a tune: an exception while describing one access, one statement or one
 block degrades that part (a whole-buffer footprint, an empty row, the block left out) and sets
@@ -55,7 +56,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from tir.arith import Analyzer
+from tir.arith import Analyzer, simplify
 from tir.arith.bound import BoundEvaluator, ConstIntBound
 from tir.arith.evaluate import evaluate_int
 from tir.ir import (
@@ -105,7 +106,7 @@ from tir.ir import (
     Sub,
     Var,
 )
-from tir.ir.functor import contains
+from tir.ir.functor import contains, free_vars
 
 __all__ = ["FEATURE_NAMES", "MAX_ACCESSES", "NUM_FEATURES", "extract_features"]
 
@@ -514,7 +515,8 @@ class _Walker:
         spatial_vars: set[int] = set()
         for iter_var, value in zip(block.iter_vars, iter_values):
             ctx.env[iter_var.var] = value
-            used = _vars_of(value, ctx.env)
+            # The loops the binding reads, through the bindings of the blocks around.
+            used = {id(var) for var in free_vars(_Resolve(ctx.env).visit(value))}
             (reduce_vars if iter_var.kind is IterKind.REDUCE else spatial_vars).update(used)
         for buffer in block.alloc_buffers:
             ctx.allocated[buffer] = _buffer_bytes(buffer)
@@ -589,25 +591,6 @@ def _buffer_bytes(buffer: Buffer) -> int:
     return count * buffer.dtype.bytes
 
 
-def _vars_of(expr: PrimExpr, env: dict[Var, PrimExpr]) -> dict[int, Var]:
-    """The loop variables an expression depends on, by id (block bindings followed, loads'
-    indices included)."""
-    found: dict[int, Var] = {}
-    stack = [expr]
-    while stack:
-        node = stack.pop()
-        cls = type(node)
-        if cls is Var:
-            bound = env.get(node)
-            if bound is None:
-                found[id(node)] = node
-            else:
-                stack.append(bound)
-        elif cls not in (IntImm, FloatImm, StringImm):
-            stack.extend(_children(node))
-    return found
-
-
 # ---------------------------------------------------------------- index analysis
 
 
@@ -615,52 +598,6 @@ def _vars_of(expr: PrimExpr, env: dict[Var, PrimExpr]) -> dict[int, Var]:
 #: loops (loops are keyed by the id of their variable).
 _LANE_VAR = Var("lane", "int32")
 _LANE = id(_LANE_VAR)
-
-
-def _linear(expr: PrimExpr, env: dict[Var, PrimExpr]) -> tuple[int, dict[int, int]] | None:
-    """``expr`` as ``constant + sum(coef * var)`` over loop variables (keys: id of the var; the
-    lanes of a Ramp under the key ``_LANE``), or None when it is not affine."""
-    cls = type(expr)
-    if cls is IntImm:
-        return expr.value, {}
-    if cls is Var:
-        bound = env.get(expr)
-        if bound is not None:
-            return _linear(bound, env)
-        return 0, {id(expr): 1}
-    if cls is Add or cls is Sub:
-        left = _linear(expr.a, env)
-        right = _linear(expr.b, env)
-        if left is None or right is None:
-            return None
-        sign = 1 if cls is Add else -1
-        coefs = dict(left[1])
-        for key, coef in right[1].items():
-            coefs[key] = coefs.get(key, 0) + sign * coef
-        return left[0] + sign * right[0], coefs
-    if cls is Mul:
-        left = _linear(expr.a, env)
-        right = _linear(expr.b, env)
-        if left is None or right is None:
-            return None
-        if not right[1]:
-            factor, (base, coefs) = right[0], left
-        elif not left[1]:
-            factor, (base, coefs) = left[0], right
-        else:
-            return None
-        return base * factor, {key: coef * factor for key, coef in coefs.items()}
-    if cls is Ramp:
-        base = _linear(expr.base, env)
-        stride = _linear(expr.stride, env)
-        if base is None or stride is None or stride[1]:
-            return None
-        coefs = dict(base[1])
-        coefs[_LANE] = stride[0]
-        return base[0], coefs
-    if cls is Cast:
-        return _linear(expr.value, env)
-    return None
 
 
 class _Resolve(IRMutator):
@@ -682,6 +619,48 @@ class _Resolve(IRMutator):
 
     def visit_Broadcast(self, broadcast: Broadcast) -> PrimExpr:
         return self.visit(broadcast.value)
+
+
+def _affine_terms(expr: PrimExpr) -> int | None:
+    """The number of variable terms of ``expr`` when it is affine: built of variables and
+    constants by sums, differences, casts and products with a side free of variables
+    (``i * 8 + j - 3``: 2); None otherwise (``i * j``, ``i // 4``, a select, a load). A product
+    by anything but a non-zero literal counts one term more: only the canonical form folds its
+    factor (``i * 0`` does not depend on ``i``)."""
+    cls = type(expr)
+    if cls is Var:
+        return 1
+    if cls is IntImm:
+        return 0
+    if cls is Cast:
+        return _affine_terms(expr.value)
+    if cls is Add or cls is Sub or cls is Mul:
+        a = _affine_terms(expr.a)
+        b = None if a is None else _affine_terms(expr.b)
+        if a is None or b is None:
+            return None
+        if cls is Mul and (a or b):
+            if a and b:
+                return None
+            factor = expr.b if a else expr.a
+            if type(factor) is not IntImm or factor.value == 0:
+                return a + b + 1
+        return a + b
+    return None
+
+
+def _resolve_index(index: PrimExpr, env: dict[Var, PrimExpr]) -> tuple[PrimExpr, dict[int, Var]]:
+    """``index`` over loop variables only (``_Resolve``) and those variables by id. An affine
+    index with a variable in two terms (``vi - vo * 8`` with ``vi = i * 8 + j`` and ``vo = i``)
+    comes in ``tir.arith``'s canonical form, one term per variable (``j``): interval bounds
+    of it are then exact, and a variable whose terms cancel is not a dependence."""
+    scalar = _Resolve(env).visit(index)
+    free = free_vars(scalar)
+    terms = _affine_terms(scalar)
+    if terms is not None and terms > len(free):
+        scalar = simplify(scalar)
+        free = free_vars(scalar)
+    return scalar, {id(var): var for var in free}
 
 
 def _span(expr: PrimExpr, free: dict[int, Var], extents: dict[int, int], limit: int) -> int:
@@ -746,39 +725,23 @@ def _analyse_access(
     shape = [_extent(s) for s in buffer.shape]
     depends: set[int] = set()
     spans_per_dim: list[list[int]] = []
-    linears = []
-    # Non-affine indices: the index over loop variables only, and the variables it reads.
-    resolved: dict[int, tuple[PrimExpr, dict[int, Var]]] = {}
+    # Each index over loop variables only, and the variables it reads (by id).
+    resolved: list[tuple[PrimExpr, dict[int, Var]]] = []
     for dim, index in enumerate(access.indices):
-        form = _linear(index, env)
-        linears.append(form)
+        scalar, free = _resolve_index(index, env)
+        resolved.append((scalar, free))
+        depends.update(free)
+        limit = shape[dim] if dim < len(shape) else SYMBOLIC_EXTENT
         spans = [1] * (n + 1)
-        if form is not None:
-            coefs = form[1]
-            depends.update(key for key, coef in coefs.items() if coef)
-            total = 0
-            for level in range(n - 1, -1, -1):
-                key, extent = loops[level]
-                coef = coefs.get(key, 0)
-                if coef:
-                    total += abs(coef) * (extent - 1)
-                spans[level] = total + 1
-        else:
-            scalar = _Resolve(env).visit(index)
-            free = _vars_of(scalar, {})
-            resolved[dim] = (scalar, free)
-            depends.update(free)
-            limit = shape[dim] if dim < len(shape) else SYMBOLIC_EXTENT
-            extents: dict[int, int] = {}
-            previous = 1
-            for level in range(n - 1, -1, -1):
-                key, extent = loops[level]
-                if key in free and extent > 1:
-                    extents[key] = extent
-                    previous = _span(scalar, free, extents, limit)
-                spans[level] = previous
+        extents: dict[int, int] = {}
+        previous = 1
+        for level in range(n - 1, -1, -1):
+            key, extent = loops[level]
+            if key in free and extent > 1:
+                extents[key] = extent
+                previous = _span(scalar, free, extents, limit)
+            spans[level] = previous
         if dim < len(shape):
-            limit = shape[dim]
             spans = [min(span, limit) for span in spans]
         spans_per_dim.append(spans)
     elements = []
@@ -798,23 +761,18 @@ def _analyse_access(
     # the access does not move with it: a broadcast), and along the innermost loop it moves with.
     flat = _strides(buffer)
 
-    origins: dict[int, int | None] = {}  # non-affine indices at the origin
+    origins: dict[int, int | None] = {}  # indices at the origin
 
     def stride_along(key: int) -> int:
         total = 0
-        for dim in range(len(access.indices)):
-            form = linears[dim]
-            if form is not None:
-                delta = form[1].get(key, 0)
-            else:
-                scalar, free = resolved[dim]
-                delta = 0
-                if key in free:
-                    if dim not in origins:
-                        origins[dim] = _value_at(scalar, free, {})
-                    after, before = _value_at(scalar, free, {key: 1}), origins[dim]
-                    # A data-dependent index (a gather): assume it moves to the next element.
-                    delta = 1 if after is None or before is None else after - before
+        for dim, (scalar, free) in enumerate(resolved):
+            delta = 0
+            if key in free:
+                if dim not in origins:
+                    origins[dim] = _value_at(scalar, free, {})
+                after, before = _value_at(scalar, free, {key: 1}), origins[dim]
+                # A data-dependent index (a gather): assume it moves to the next element.
+                delta = 1 if after is None or before is None else after - before
             total += delta * (flat[dim] if dim < len(flat) else 1)
         return total
 

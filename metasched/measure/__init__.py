@@ -40,6 +40,7 @@ from metasched.measure.noise import is_busy
 from metasched.task import workload_hash
 from tir.ir import PrimFunc
 from tir.registrations import RegistrationError, capture
+from tir.target import Target
 
 __all__ = ["MeasureInput", "MeasureResult", "Measurer", "measure_batch"]
 
@@ -47,7 +48,7 @@ __all__ = ["MeasureInput", "MeasureResult", "Measurer", "measure_batch"]
 @dataclass(frozen=True)
 class MeasureInput:
     func: PrimFunc  # the scheduled program (before lowering)
-    target: str
+    target: str | Target
     reference: PrimFunc | None = None  # the unscheduled program: the output is checked against it
 
 
@@ -67,14 +68,28 @@ class MeasureResult:
         """Timed while other processes used the CPU (``noise.BUSY_LOAD``)."""
         return is_busy(self.load)
 
+    @staticmethod
+    def of(outcome: Any) -> MeasureResult:
+        """A measurer's outcome as a ``MeasureResult``: a user's measurer may return any object
+        with ``seconds``, ``error_kind`` and ``error_msg`` (``metasched.protocols.Outcome``);
+        what it leaves out (``build_seconds``, ``emulated``, ``load``, ``stall``) is not known."""
+        if isinstance(outcome, MeasureResult):
+            return outcome
+        return MeasureResult(
+            seconds=outcome.seconds,
+            error_kind=outcome.error_kind,
+            error_msg=outcome.error_msg,
+            build_seconds=getattr(outcome, "build_seconds", 0.0),
+            emulated=bool(getattr(outcome, "emulated", False)),
+            load=getattr(outcome, "load", None),
+            stall=getattr(outcome, "stall", None),
+        )
 
-def _check_local_tools(target: str) -> None:
+
+def _check_local_tools(resolved: Target) -> None:
     """Raise ``AArch64ToolchainError`` (one line, naming what is missing) when this machine
     cannot run ``target``'s code under qemu, ``CUDADeviceError`` (one line) for a CUDA target
     on a machine without a usable GPU; nothing for a target it runs natively."""
-    from tir.target import Target
-
-    resolved = Target.parse(target)
     if resolved.is_cuda:
         from tir.runtime.cuda import CUDADeviceError, device_missing_reason
 
@@ -129,7 +144,7 @@ class Measurer:
 
     def __init__(
         self,
-        target: str,
+        target: str | Target,
         executor: Executor | None = None,
         num_threads: int | None = None,
         timeout: float = 10.0,
@@ -145,14 +160,14 @@ class Measurer:
             raise ValueError(f"repeat must be at least 1, got {repeat}")
         if timeout <= 0:
             raise ValueError(f"timeout must be positive, got {timeout}")
-        self.target = target
+        self.target = Target.parse(target)
         if isinstance(executor, str):
             raise TypeError(
                 f"executor={executor!r}: give an Executor object, e.g. distributed.Client({executor!r}) for a dask "
                 "scheduler (the command line's --executor takes addresses)"
             )
         if executor is None:
-            _check_local_tools(target)
+            _check_local_tools(self.target)
         if is_dask_client(executor):
             from metasched.measure.dask_executor import DaskExecutor
 
@@ -191,7 +206,7 @@ class Measurer:
         jobs = [
             Job(
                 encode_program(item.func),
-                item.target,
+                str(item.target),  # a job is plain data: the target travels as its text
                 *self._reference(item.reference),
                 self.num_threads,
                 self.repeat,

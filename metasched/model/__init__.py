@@ -11,15 +11,22 @@
     compiled.run({"x": x1}); compiled.run({"x": x16})
 
 docs/design.md section 10 is the map: onnx.py (import, folding), graph.py, ops/ (one module per
-operator family), fuse.py (groups), compiled.py (tasks, schedules, the runtime plan), symbolic.py
+operator family), fuse.py (groups), compiled.py (tasks, schedules, the compiled model), plan.py
+(the runtime plan: where values live, the steps), symbolic.py
 (symbolic dimensions) and symbolic_schedule.py (their schedules).
 """
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from metasched.model.compiled import CompiledModel, CompileReport, compile, load
 from metasched.model.graph import Graph, Node, TensorInfo
 from metasched.model.onnx import ModelImportError, UnsupportedOperatorError, from_onnx
+from tir.target import Target
+
+if TYPE_CHECKING:
+    from metasched.task import Task
 
 __all__ = [
     "CompileReport",
@@ -36,28 +43,27 @@ __all__ = [
 ]
 
 
-def extract_tasks(graph: Graph, target: str = "llvm", layout: str = "auto", winograd: bool = True) -> list:  # type: ignore[type-arg]
+def extract_tasks(graph: Graph, target: str | Target = "llvm", layout: str = "auto", winograd: bool = True) -> list[Task]:
     """The model's tasks (``metasched.Task``), one per structurally distinct fused group,
     weight = occurrences, with FLOP counts: what ``compile(graph, target, database=...,
-    layout=layout)`` looks up in the database and replays. A graph with symbolic dimensions
-    gives the tasks of its representative sizes. ``winograd``: the channels-last 3x3
-    convolutions that fit are tasks as Winograd F(2x2, 3x3) (``metasched.model.layout``),
-    which ``compile`` uses when it is given a database."""
-    from metasched.model.compiled import representative_graph
-    from metasched.model.fuse import lower_group, partition
-    from metasched.model.layout import for_target
-    from metasched.task import Task, workload_hash
+    layout=layout)`` looks up in the database and replays (``compiled.group_tasks`` makes the
+    tasks of both: a task is named after its first group, ``g12_conv_relu``, its ``pattern``
+    ``conv_relu``). A graph with symbolic dimensions gives the tasks of its representative
+    sizes. ``winograd``: the channels-last 3x3 convolutions that fit are tasks as Winograd
+    F(2x2, 3x3) (``metasched.model.layout``), which ``compile`` uses when it is given a
+    database."""
+    from dataclasses import replace
 
+    from metasched.model.compiled import group_tasks
+    from metasched.model.fuse import partition
+    from metasched.model.layout import for_target
+
+    target = Target.parse(target)
     graph = for_target(graph, target, layout, winograd)
-    fixed = representative_graph(graph) if graph.symbolic else graph
     tasks: dict[str, Task] = {}
-    for group in partition(graph):
-        if group.kind != "kernel":
-            continue
-        func = lower_group(fixed, group)
-        key = workload_hash(func)
-        if key in tasks:
-            tasks[key].weight += 1
-        else:
-            tasks[key] = Task.from_func(func, target, name=group.name)
+    distinct = {task.name: task for task in group_tasks(graph, partition(graph), target).values()}
+    for task in distinct.values():
+        # Symbolic programs that differ can be one program at the representative sizes: tuned once.
+        known = tasks.get(task.key)
+        tasks[task.key] = task if known is None else replace(known, weight=known.weight + task.weight)
     return list(tasks.values())

@@ -22,17 +22,42 @@ import os
 import shutil
 import tempfile
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from tir.runtime.aligned import ALIGN, aligned_copy, aligned_zeros
+from metasched.model.plan import (
+    FORMAT_VERSION,
+    AssembledStep,
+    CallStep,
+    Plan,
+    Step,
+    ViewStep,
+    in_place,
+    layout_arena,
+    plan_memory,
+    shape_at,
+)
+from tir.runtime.aligned import aligned_copy, aligned_zeros
 
-__all__ = ["CompiledModel", "compile", "load"]
-FORMAT_VERSION = 1
+if TYPE_CHECKING:  # imported where used: ``load`` needs only numpy and a C loader
+    from metasched.model.fuse import Group
+    from metasched.model.graph import Graph
+    from metasched.task import Task
+    from tir.target import Target
+
+__all__ = [
+    "CompileReport",
+    "CompiledModel",
+    "KernelTime",
+    "TaskReport",
+    "compile",
+    "group_tasks",
+    "load",
+]
 #: A kernel of fewer arithmetic operations (``count_flops``: copies count one) runs on one
 #: thread: its parallel loops become serial. Such a kernel takes microseconds to a few tens of
 #: them on one core: about what starting a parallel region costs when libgomp's threads sleep
@@ -45,32 +70,66 @@ FORMAT_VERSION = 1
 SERIAL_FLOPS = 1 << 20
 
 
+@dataclass(frozen=True)
+class TaskReport:
+    """One task of a compiled model: its name (that of its kernel), weight (the fused groups that
+    run it), FLOPs, database key and where its schedule came from (``"default"``,
+    ``"database"``, ``"unscheduled"``, ``"default (N=8)"``, a fallback with its reason)."""
+
+    name: str
+    weight: float
+    flops: float
+    schedule: str
+    key: str
+
+
 @dataclass
 class CompileReport:
-    """What ``compile`` did: tasks, where each schedule came from, times and the memory plan."""
+    """What ``compile`` did: tasks, where each schedule came from, times and the memory plan.
+    ``warnings``: what fell back to a default without failing the model (a database record
+    that did not replay), one line each naming the kernel."""
 
-    tasks: list[dict[str, Any]] = field(default_factory=list)
+    tasks: list[TaskReport] = field(default_factory=list)
     compile_seconds: float = 0.0
     build_seconds: float = 0.0
     schedule_seconds: float = 0.0
     arena_bytes: int = 0
     intermediate_bytes: int = 0
+    warnings: list[str] = field(default_factory=list)
+
+    def sources(self) -> dict[str, int]:
+        """How many tasks took their schedule from each source, in the order first met."""
+        counts: dict[str, int] = {}
+        for task in self.tasks:
+            counts[task.schedule] = counts.get(task.schedule, 0) + 1
+        return counts
 
     def summary(self) -> str:
-        sources: dict[str, int] = {}
-        for task in self.tasks:
-            sources[task["schedule"]] = sources.get(task["schedule"], 0) + 1
+        warned = f"; {len(self.warnings)} warning(s): {self.warnings[0]}" if self.warnings else ""
         return (
-            f"{len(self.tasks)} tasks ({', '.join(f'{v} {k}' for k, v in sources.items())}); "
+            f"{len(self.tasks)} tasks ({', '.join(f'{v} {k}' for k, v in self.sources().items())}); "
             f"compile {self.compile_seconds:.1f} s (schedules {self.schedule_seconds:.1f} s, "
             f"build {self.build_seconds:.1f} s); arena {self.arena_bytes / 2**20:.1f} MiB for "
-            f"{self.intermediate_bytes / 2**20:.1f} MiB of intermediates"
+            f"{self.intermediate_bytes / 2**20:.1f} MiB of intermediates{warned}"
         )
+
+
+@dataclass(frozen=True)
+class KernelTime:
+    """One kernel call's median time in ``CompiledModel.profile``, and its share of the sum."""
+
+    func: str
+    group: str
+    seconds: float
+    share: float
+
+
+# ---------------------------------------------------------------- compiling
 
 
 def compile(  # noqa: A001 - the public name the design gives it
     graph: Any,
-    target: str = "llvm",
+    target: str | Target = "llvm",
     database: Any = None,
     threads: int | None = 2,
     schedule: str = "default",
@@ -83,20 +142,23 @@ def compile(  # noqa: A001 - the public name the design gives it
 
     ``schedule``: ``"default"`` (rule-based schedules, zero trials) or ``"none"`` (unscheduled
     programs: slow, for debugging). A ``database`` (path or ``metasched.Database``) overrides
-    the schedule of every task it has a record for. ``symbolic`` (with an ONNX path or proto;
-    a Graph carries its own from ``from_onnx``) keeps the named ``dim_param``s symbolic: one
-    build runs every size, scheduled for the representative sizes given (``{"N": 8}``).
+    the schedule of every task it has a record for (a record that does not replay is a line
+    in ``report.warnings``, and the task keeps its default schedule). ``symbolic`` (with an
+    ONNX path or proto; a Graph carries its own from ``from_onnx``) keeps the named
+    ``dim_param``s symbolic: one build runs every size, scheduled for the representative sizes
+    given (``{"N": 8}``).
     ``layout``: ``"auto"`` runs 1-D and 2-D convolutions and pooling channels-last on CPU targets
     (``metasched.model.layout``), ``"NCHW"`` keeps the ONNX layout. ``winograd``: run the
     channels-last 3x3 convolutions that fit as Winograd F(2x2, 3x3); by default when a
     ``database`` is given (``extract_tasks`` gives the tuner those tasks): tuned, they beat the
     direct convolution, but their default schedules are slower than its."""
     import tir
-    from metasched.model.fuse import lower_group, partition
+    from metasched.model.fuse import partition
     from metasched.model.graph import Graph
-    from metasched.task import count_flops, workload_hash
+    from tir.target import Target
 
     start = time.perf_counter()
+    target = Target.parse(target)
     if not isinstance(graph, Graph):
         from metasched.model.onnx import from_onnx
 
@@ -109,83 +171,61 @@ def compile(  # noqa: A001 - the public name the design gives it
     from metasched.model.layout import for_target
 
     graph = for_target(graph, target, layout, database is not None if winograd is None else winograd)
-    representative = representative_graph(graph) if graph.symbolic else None
     report = CompileReport()
     groups = partition(graph)
-    tasks: dict[str, dict[str, Any]] = {}
-    steps: list[dict[str, Any]] = []
+    task_of = group_tasks(graph, groups, target)
+    tasks = {task.name: task for task in task_of.values()}  # distinct, in the order first met
+    steps: list[Step] = []
     slices = _slice_layouts(graph, groups)
-    variants: dict[tuple[str, tuple[tuple[int, ...], ...]], str] = {}  # (task key, strides per buffer) -> kernel
+    variants: dict[tuple[str, tuple[tuple[int, ...], ...]], str] = {}  # (task, strides per buffer) -> kernel
     for group in groups:
         if group.kind == "view":
-            steps.append({"kind": "view", "src": group.nodes[0].inputs[0], "dst": group.outputs[0]})
+            steps.append(ViewStep(group.nodes[0].inputs[0], group.outputs[0]))
             continue
         if group.kind == "assembled":  # its producers wrote it
-            steps.append({"kind": "assembled", "srcs": list(group.nodes[0].inputs), "dst": group.outputs[0]})
+            steps.append(AssembledStep(tuple(group.nodes[0].inputs), group.outputs[0]))
             continue
-        fixed = lower_group(representative, group) if representative is not None else None
-        func = lower_group(graph, group)
-        if fixed is not None and not shape_params(func):
-            fixed = None  # a group whose shapes are all constant
-        key = workload_hash(func)
-        if key not in tasks:
-            tasks[key] = {
-                "name": f"t{len(tasks)}_{group.name.split('_', 1)[1]}"[:60],
-                "func": func,
-                "representative": fixed,
-                "weight": 0,
-                "flops": float(count_flops(fixed if fixed is not None else func)),
-                "key": key,
-            }
-        tasks[key]["weight"] += 1
-        kernel = tasks[key]["name"]
+        task = task_of[group.name]
+        kernel = task.name
         strides = tuple(slices[name][2] if name in slices else () for name in [*group.inputs, *group.outputs])
         if any(strides):  # a kernel of its own: values that live in a Concat's output have its strides
-            kernel = variants.setdefault((key, strides), f"{kernel}_at{len(variants)}")
-        steps.append(
-            {
-                "kind": "call",
-                "func": kernel,
-                "args": [*group.inputs, *group.outputs],
-                "outputs": len(group.outputs),
-                "group": group.name,
-                "shape_vars": list(shape_params(func)),
-            }
-        )
+            kernel = variants.setdefault((task.name, strides), f"{kernel}_at{len(variants)}")
+        args = (*group.inputs, *group.outputs)
+        steps.append(CallStep(kernel, args, len(group.outputs), group.name, tuple(shape_params(task.kernel))))
     db = _open_database(database)
     t0 = time.perf_counter()
     scheduled: dict[str, Any] = {}
-    for key, task in tasks.items():
-        if task["representative"] is not None:
+    for name, task in tasks.items():
+        if task.symbolic_func is not None:
             from metasched.model.symbolic_schedule import schedule_symbolic
 
-            func, source = schedule_symbolic(task["func"], task["representative"], graph.symbolic, target, db, schedule)
+            func, source = schedule_symbolic(task.symbolic_func, task.func, graph.symbolic, target, db, schedule)
+            failure = _replay_failure(task, db) if db is not None and not source.startswith("database") else None
+            if failure is not None:
+                report.warnings.append(f"{name}: {failure}; schedule: {source}")
         else:
-            func, source = _schedule(task["func"], target, db, schedule)
-        if task["flops"] < SERIAL_FLOPS:
+            func, source = _schedule(task, target, db, schedule, report.warnings)
+        if task.flops < SERIAL_FLOPS:
             func = serial_loops(func)
-        scheduled[task["name"]] = with_shape_params(replace(func, name=task["name"]))
-        report.tasks.append(
-            {"name": task["name"], "weight": task["weight"], "flops": task["flops"], "schedule": source, "key": key}
-        )
+        scheduled[name] = with_shape_params(replace(func, name=name))
+        report.tasks.append(TaskReport(name, task.weight, task.flops, source, task.key))
     report.schedule_seconds = time.perf_counter() - t0
     t0 = time.perf_counter()
     directory = Path(work_dir) if work_dir is not None else Path(tempfile.mkdtemp(prefix="metasched_model_"))
     directory.mkdir(parents=True, exist_ok=True)
-    originals = {t["name"]: with_shape_params(t["func"]) for t in tasks.values()}
-    for (key, strides), kernel in variants.items():
-        base = tasks[key]["name"]
+    originals = {name: with_shape_params(task.kernel) for name, task in tasks.items()}
+    for (base, strides), kernel in variants.items():
         scheduled[kernel] = replace(with_strides(scheduled[base], strides), name=kernel)
         originals[kernel] = replace(with_strides(originals[base], strides), name=kernel)
-    called = {step["func"] for step in steps if step["kind"] == "call"}
+    called = {step.func for step in steps if isinstance(step, CallStep)}
     scheduled = {name: func for name, func in scheduled.items() if name in called}
     kernels, hoisted = _hoist_weight_packing(scheduled, steps)
     library, fallen = _build_library(kernels, originals, target, directory, report)
     constants = dict(graph.constants)
     prepacks = {name: tir.build(h.split.prepack, target) for name, h in hoisted.items() if name not in fallen}
     steps = [
-        _with_packed_weights(step, hoisted[step["func"]], prepacks[step["func"]], constants)
-        if step.get("func") in prepacks
+        _with_packed_weights(step, hoisted[step.func], prepacks[step.func], constants)
+        if isinstance(step, CallStep) and step.func in prepacks
         else step
         for step in steps
     ]
@@ -194,17 +234,57 @@ def compile(  # noqa: A001 - the public name the design gives it
     placed = {
         name: (root, offset * np.dtype(graph.infos[name].dtype).itemsize) for name, (root, offset, _) in slices.items()
     }
-    in_place = _in_place(graph, steps, built, constants, {*slices, *(root for root, _, _ in slices.values())})
-    plan = _plan(graph, steps, constants, in_place, placed)
-    plan["symbolic"] = dict(graph.symbolic)
-    plan["functions"] = {name: len(f.params) for name, f in built.items()}
-    model = CompiledModel(plan, {k: constants[k] for k in plan["constants"]}, library, threads)
-    report.arena_bytes = plan["arena_bytes"]
-    report.intermediate_bytes = plan["intermediate_bytes"]
+    shared = in_place(graph, steps, built, constants, {*slices, *(root for root, _, _ in slices.values())})
+    plan = replace(
+        plan_memory(graph, steps, constants, shared, placed),
+        symbolic=dict(graph.symbolic),
+        functions={name: len(f.params) for name, f in built.items()},
+    )
+    model = CompiledModel(plan, {k: constants[k] for k in plan.constants}, library, threads)
+    report.arena_bytes = plan.arena_bytes
+    report.intermediate_bytes = plan.intermediate_bytes
     report.compile_seconds = time.perf_counter() - start
     model.report = report
     del tir
     return model
+
+
+def group_tasks(graph: Graph, groups: Sequence[Group], target: Target) -> dict[str, Task]:
+    """The task of each kernel group of ``groups`` (``fuse.partition(graph)``), by group name:
+    one ``metasched.Task`` per structurally distinct program, named after the first group that
+    runs it (``g12_conv_relu``), ``pattern`` its operator pattern (``conv_relu``), ``weight``
+    the number of groups that run it (they share the Task object). In a graph with symbolic
+    dimensions, groups are one task when the programs the model runs (``Task.kernel``) are
+    equal; ``func`` is that program at the representative sizes (what is tuned and looked up in
+    the database). ``extract_tasks`` and ``compile`` both take their tasks from here."""
+    from metasched.model.fuse import lower_group
+    from metasched.task import Task, workload_hash
+
+    representative = representative_graph(graph) if graph.symbolic else None
+    by_key: dict[str, Task] = {}
+    task_of: dict[str, Task] = {}
+    for group in groups:
+        if group.kind != "kernel":
+            continue
+        fixed = lower_group(representative, group) if representative is not None else None
+        func = lower_group(graph, group)
+        key = workload_hash(func)
+        task = by_key.get(key)
+        if task is None:
+            symbolic = fixed is not None and bool(shape_params(func))
+            pattern = group.name.partition("_")[2] or group.name
+            task = Task.from_func(
+                fixed if fixed is not None and symbolic else func,
+                target,
+                weight=0,
+                name=group.name,
+                pattern=pattern,
+                symbolic_func=func if symbolic else None,
+            )
+            by_key[key] = task
+        task.weight += 1
+        task_of[group.name] = task
+    return task_of
 
 
 def representative_graph(graph: Any) -> Any:
@@ -298,25 +378,55 @@ def _open_database(database: Any) -> Any:
     return database if isinstance(database, Database) else Database(database)
 
 
-def _schedule(func: Any, target: str, db: Any, mode: str) -> tuple[Any, str]:
+def _schedule(task: Task, target: Target, db: Any, mode: str, warnings: list[str]) -> tuple[Any, str]:
+    """``task.func`` scheduled by the database's best record, else by the default rules (``mode``
+    ``"none"``: unscheduled), and where the schedule came from. A database that has records of
+    the task none of which replays is a line in ``warnings`` naming the task (its kernel) and
+    the error; the model still compiles, with the default schedule."""
+    func = task.func
     if db is not None:
+        from metasched import apply_database
+
         try:
-            from metasched import apply_database
-        except ImportError:  # the tuner is not there yet: default schedules only
-            apply_database = None
-        if apply_database is not None:
-            try:
-                tuned = apply_database(func, db, target)
-            except Exception:  # a record that no longer replays: fall back, never fail the model
-                tuned = None
-            if tuned is not None:
-                return tuned, "database"
+            tuned = apply_database(func, db, target)
+        except Exception as error:  # noqa: BLE001 - a record that cannot be read: fall back, never fail the model
+            tuned = None
+            warnings.append(f"{task.name}: the database's record failed ({_error_line(error)}); default schedule used")
+        else:
+            failure = _replay_failure(task, db) if tuned is None else None
+            if failure is not None:
+                warnings.append(f"{task.name}: {failure}; default schedule used")
+        if tuned is not None:
+            return tuned, "database"
     if mode == "none":
         return func, "unscheduled"
     from metasched.space.default import default_schedule
 
     scheduled = default_schedule(func, target)
     return scheduled, "default" if scheduled is not func else "unscheduled"
+
+
+def _error_line(error: BaseException) -> str:
+    lines = str(error).splitlines()
+    return f"{type(error).__name__}: {lines[0][:160]}" if lines else type(error).__name__
+
+
+def _replay_failure(task: Task, db: Any) -> str | None:
+    """Why the database gives no program for ``task`` although it has valid records of it
+    (``apply_database`` and ``schedule_symbolic`` skip a record that does not replay): the best
+    record's error, replayed on the program the model runs. None when it has no valid record."""
+    from tir.schedule import Schedule, Trace
+
+    best = db.get_top_k(task.func, task.target, 1)
+    if not best:
+        return None
+    try:
+        Trace.from_json(best[0].trace_json).apply_to(Schedule(task.kernel))
+    except Exception as error:  # noqa: BLE001 - the reason, reported
+        reason = _error_line(error)
+    else:
+        reason = "the best one replays here: another was chosen and did not"
+    return f"the database's records of it do not replay ({reason})"
 
 
 @dataclass(frozen=True)
@@ -330,14 +440,14 @@ class _Hoisted:
 
 
 def _hoist_weight_packing(
-    scheduled: dict[str, Any], steps: list[dict[str, Any]]
+    scheduled: dict[str, Any], steps: Sequence[Step]
 ) -> tuple[dict[str, Any], dict[str, _Hoisted]]:
     """The kernels to build, with the packing of weights (layout-free parameters) split off
     where a schedule packs them (``tir.transform.split_prepack``), and those splits by name."""
     from tir.ir import Buffer
     from tir.transform import split_prepack
 
-    outputs = {step["func"]: step["outputs"] for step in steps if step["kind"] == "call"}
+    outputs = {step.func: step.outputs for step in steps if isinstance(step, CallStep)}
     kernels = dict(scheduled)
     hoisted: dict[str, _Hoisted] = {}
     for name, func in scheduled.items():
@@ -356,28 +466,28 @@ def _hoist_weight_packing(
 
 
 def _with_packed_weights(
-    step: dict[str, Any], hoisted: _Hoisted, prepack: Any, constants: dict[str, np.ndarray]
-) -> dict[str, Any]:
+    step: CallStep, hoisted: _Hoisted, prepack: Any, constants: dict[str, np.ndarray]
+) -> CallStep:
     """``step`` calling the kernel without its weight packing: the packed weights are made now
     (``prepack``: the built packing), from this step's constants, as new constants
     ``<group>:<packed buffer>``."""
     from metasched.measure.builder import run_prepack
 
-    by_param = dict(zip(hoisted.params, step["args"]))
+    by_param = dict(zip(hoisted.params, step.args))
     missing = [by_param[name] for name in hoisted.split.inputs if by_param[name] not in constants]
     if missing:  # cannot happen: only constants are layout-free (fuse.lower_group)
-        raise ValueError(f"{step['group']}: {missing[0]!r} is packed once but is not a constant of the model")
+        raise ValueError(f"{step.group}: {missing[0]!r} is packed once but is not a constant of the model")
     # A folded constant can be a strided view (a transposed weight); the packing reads it row-major.
     weights = {name: np.ascontiguousarray(constants[by_param[name]]) for name in hoisted.split.inputs}
     packed = run_prepack(prepack, hoisted.split, weights)
     for name, array in packed.items():
-        by_param[name] = f"{step['group']}:{name}"
+        by_param[name] = f"{step.group}:{name}"
         constants[by_param[name]] = array
-    return dict(step, args=[by_param[b.name] for b in hoisted.main.buffer_params])
+    return replace(step, args=tuple(by_param[b.name] for b in hoisted.main.buffer_params))
 
 
 def _build_library(
-    kernels: dict[str, Any], originals: dict[str, Any], target: str, directory: Path, report: CompileReport
+    kernels: dict[str, Any], originals: dict[str, Any], target: Target, directory: Path, report: CompileReport
 ) -> tuple[str, set[str]]:
     """One shared library with every kernel, and the names of those that failed to build and
     were rebuilt unscheduled."""
@@ -395,213 +505,14 @@ def _build_library(
             except Exception:
                 funcs[name] = replace(originals[name], name=name)
                 fallen.add(name)
-                for task in report.tasks:
-                    if task["name"] == name:
-                        task["schedule"] = "unscheduled (default failed to build)"
+                report.tasks = [
+                    replace(task, schedule="unscheduled (default failed to build)") if task.name == name else task
+                    for task in report.tasks
+                ]
         module = tir.build(IRModule(funcs), target)
     path = directory / "model.so"
     module.export_library(path)
     return str(path), fallen
-
-
-def _root(name: str, bases: Mapping[str, str]) -> str:
-    """The value ``name`` shares memory with, through aliases of aliases."""
-    while name in bases:
-        name = bases[name]
-    return name
-
-
-def _reads_and_writes(step: dict[str, Any]) -> tuple[list[str], list[str]]:
-    if step["kind"] == "assembled":
-        return list(step["srcs"]), [step["dst"]]
-    if step["kind"] != "call":
-        return [step["src"]], [step["dst"]]
-    count = step.get("outputs", 1)
-    return step["args"][: len(step["args"]) - count], step["args"][len(step["args"]) - count :]
-
-
-def _in_place(
-    graph: Any,
-    steps: list[dict[str, Any]],
-    funcs: Mapping[str, Any],
-    known: Mapping[str, np.ndarray],
-    sliced: set[str] | frozenset[str] = frozenset(),
-) -> dict[str, str]:
-    """Outputs to write over an input of the same call: ``{output: input}`` where the kernel
-    allows it (``tir.analysis.in_place_pairs``: a residual add's epilogue reads and writes
-    each element once, at one index) and nothing reads the input, or a view of it, afterwards.
-    ``sliced``: values that live in a Concat's output, and those outputs (their places are
-    taken)."""
-    from tir.analysis import in_place_pairs
-
-    views: dict[str, str] = {}
-
-    def group(name: str) -> str:  # the value a view shows, through views of views
-        return _root(name, views)
-
-    last: dict[str, int] = {}
-    for index, step in enumerate(steps):
-        for name in _reads_and_writes(step)[0]:
-            last[group(name)] = index
-        if step["kind"] == "view":
-            views[step["dst"]] = step["src"]
-    for name in graph.outputs:
-        last[group(name)] = len(steps)
-    chosen: dict[str, str] = {}
-    for index, step in enumerate(steps):
-        if step["kind"] != "call":
-            continue
-        reads = _reads_and_writes(step)[0]
-        for source_slot, output_slot in in_place_pairs(funcs[step["func"]]):
-            source, output = step["args"][source_slot], step["args"][output_slot]
-            value = group(source)
-            if (
-                source_slot >= len(reads)  # another output of the call
-                or output in chosen
-                or output in sliced
-                or value in sliced
-                or last.get(value) != index  # read later
-                or value in graph.inputs  # the caller's array
-                or value in known
-                or output in graph.outputs
-                or sum(group(name) == value for name in reads) != 1  # also passed as another argument
-                or graph.infos[source].shape != graph.infos[output].shape
-                or graph.infos[source].dtype != graph.infos[output].dtype
-            ):
-                continue
-            chosen[output] = source
-            break
-    return chosen
-
-
-def _plan(
-    graph: Any,
-    steps: list[dict[str, Any]],
-    known: Mapping[str, np.ndarray],
-    in_place: Mapping[str, str] | None = None,
-    placed: Mapping[str, tuple[str, int]] | None = None,
-) -> dict[str, Any]:
-    """Where every value lives: inputs (the caller's arrays), constants, or the arena (offsets
-    from lifetimes: a value's bytes are reused once its last reader has run); views alias.
-    ``known``: the constants by name (the graph's and the packed weights); ``in_place``: outputs
-    that take the memory of an input (``_in_place``), aliases like views; ``placed``: values
-    written into a Concat's output, ``{value: (that output, byte offset)}``, aliases at an
-    offset (``"byte_offset"``), the Concat's output alive from its first slice's writer on. Symbolic shapes are
-    saved as ``symbolic.to_json`` trees; offsets are for the
-    representative sizes (``_layout`` places the arena again for the sizes of each run)."""
-    from metasched.model.symbolic import to_json
-
-    in_place = in_place or {}
-    placed = placed or {}
-    tensors: dict[str, dict[str, Any]] = {}
-    for name in graph.inputs:
-        info = graph.infos[name]
-        tensors[name] = {"shape": [to_json(d) for d in info.shape], "dtype": info.dtype, "storage": "input"}
-    constants = []
-    base: dict[str, str] = {}
-    first: dict[str, int] = {}
-    last: dict[str, int] = {}
-
-    def root(name: str) -> str:
-        return _root(name, base)
-
-    for index, step in enumerate(steps):
-        reads, writes = _reads_and_writes(step)
-        for name in reads:
-            if name in known and name not in tensors:
-                value = known[name]
-                tensors[name] = {"shape": list(value.shape), "dtype": str(value.dtype), "storage": "const"}
-                constants.append(name)
-            last[root(name)] = index
-        for name in writes:
-            info = graph.infos[name]
-            if name in tensors:  # a Concat's output, made when its first slice was written
-                last[root(name)] = index
-            elif name in placed:
-                whole, byte_offset = placed[name]
-                if whole not in tensors:
-                    shape = graph.infos[whole].shape
-                    tensors[whole] = {"shape": list(shape), "dtype": graph.infos[whole].dtype, "storage": "arena"}
-                    first[whole] = index
-                base[name] = whole
-                tensors[name] = {
-                    "shape": [to_json(d) for d in info.shape],
-                    "dtype": info.dtype,
-                    "storage": "alias",
-                    "base": whole,
-                    "byte_offset": byte_offset,
-                }
-                last[whole] = index
-            elif step["kind"] == "view" or name in in_place:
-                base[name] = step["src"] if step["kind"] == "view" else in_place[name]
-                tensors[name] = {
-                    "shape": [to_json(d) for d in info.shape],
-                    "dtype": info.dtype,
-                    "storage": "alias",
-                    "base": root(base[name]),
-                }
-                last[root(name)] = index
-            else:
-                tensors[name] = {"shape": [to_json(d) for d in info.shape], "dtype": info.dtype, "storage": "arena"}
-                first[name] = index
-                last[name] = index
-    for name in graph.outputs:
-        if name in known and name not in tensors:
-            value = known[name]
-            tensors[name] = {"shape": list(value.shape), "dtype": str(value.dtype), "storage": "const"}
-            constants.append(name)
-        last[root(name)] = len(steps)
-    for name, tensor in tensors.items():
-        if tensor["storage"] == "arena":
-            tensor["first"], tensor["last"] = first[name], last.get(name, first[name])
-    offsets, arena_bytes, intermediate_bytes = _layout(tensors, dict(graph.symbolic))
-    # An output written over its input is an intermediate of its own, in borrowed memory.
-    intermediate_bytes += sum(_nbytes(tensors[name], dict(graph.symbolic)) for name in in_place)
-    for name, offset in offsets.items():
-        tensors[name]["offset"] = offset
-    return {
-        "version": FORMAT_VERSION,
-        "inputs": list(graph.inputs),
-        "outputs": list(graph.outputs),
-        "tensors": tensors,
-        "steps": steps,
-        "constants": constants,
-        "arena_bytes": int(arena_bytes),
-        "intermediate_bytes": int(intermediate_bytes),
-    }
-
-
-def _layout(tensors: Mapping[str, dict[str, Any]], sizes: Mapping[str, int]) -> tuple[dict[str, int], int, int]:
-    """Arena offsets (biggest first, first fit among values alive at the same time), the arena's
-    bytes and the intermediates' total bytes, for the given symbolic sizes."""
-    arena = [n for n, t in tensors.items() if t["storage"] == "arena"]
-    nbytes = {n: _nbytes(tensors[n], sizes) for n in arena}
-    offsets: dict[str, int] = {}
-    placed: list[tuple[int, int, int, int]] = []  # offset, size, first, last
-    for name in sorted(arena, key=lambda n: -nbytes[n]):
-        size = -(-max(nbytes[name], 1) // ALIGN) * ALIGN
-        lo, hi = tensors[name]["first"], tensors[name]["last"]
-        busy = sorted((o, s) for o, s, f, la in placed if not (la < lo or f > hi))
-        offset = 0
-        for o, s in busy:
-            if offset + size <= o:
-                break
-            offset = max(offset, o + s)
-        offsets[name] = offset
-        placed.append((offset, size, lo, hi))
-    arena_bytes = max((o + s for o, s, _, _ in placed), default=0)
-    return offsets, int(arena_bytes), int(sum(nbytes.values()))
-
-
-def _shape(tensor: dict[str, Any], sizes: Mapping[str, int]) -> tuple[int, ...]:
-    from metasched.model.symbolic import evaluate
-
-    return tuple(evaluate(d, sizes) for d in tensor["shape"])
-
-
-def _nbytes(tensor: dict[str, Any], sizes: Mapping[str, int] | None = None) -> int:
-    shape = _shape(tensor, sizes or {})
-    return int(np.prod(shape, dtype=np.int64)) * np.dtype(tensor["dtype"]).itemsize
 
 
 def _launch(function: Any, pointers: Any) -> None:
@@ -615,12 +526,12 @@ class CompiledModel:
     """A compiled model: ``run({"x": array}) -> {output name: array}``."""
 
     def __init__(
-        self, plan: dict[str, Any], constants: Mapping[str, np.ndarray], library: str, threads: int | None = None
+        self, plan: Plan, constants: Mapping[str, np.ndarray], library: str, threads: int | None = None
     ) -> None:
         self.plan = plan
         self.library_path = library
         self.report: CompileReport | None = None
-        self.symbolic: dict[str, int] = dict(plan.get("symbolic") or {})
+        self.symbolic: dict[str, int] = dict(plan.symbolic)
         self._lib = ctypes.CDLL(library)
         # on cache lines: the kernels read weights in whole vectors (``tir.runtime.aligned``)
         self._constants = {k: aligned_copy(v) for k, v in constants.items()}
@@ -629,12 +540,11 @@ class CompiledModel:
         self._arena = np.zeros(0, dtype=np.uint8)
         self._sizes: dict[str, int] | None = None
         self._functions = []
-        for step in plan["steps"]:
-            if step["kind"] == "call":
-                function = getattr(self._lib, step["func"])
-                function.restype = ctypes.c_int32
-                function.argtypes = [ctypes.c_void_p]
-                self._functions.append(function)
+        for step in plan.calls:
+            function = getattr(self._lib, step.func)
+            function.restype = ctypes.c_int32
+            function.argtypes = [ctypes.c_void_p]
+            self._functions.append(function)
         if not self.symbolic:
             self._prepare({})
         self.threads = threads
@@ -646,8 +556,8 @@ class CompiledModel:
         """Arrays and argument pointers for these symbolic sizes (the arena laid out for them)."""
         if self._sizes == sizes:
             return
-        tensors = self.plan["tensors"]
-        self._shapes = {name: _shape(tensor, sizes) for name, tensor in tensors.items()}
+        tensors = self.plan.tensors
+        self._shapes = {name: shape_at(tensor, sizes) for name, tensor in tensors.items()}
         if self.symbolic:
             for name, shape in self._shapes.items():
                 if any(extent < 1 for extent in shape):
@@ -655,44 +565,43 @@ class CompiledModel:
                     raise ValueError(
                         f"{given} is too small for this model: the value {name!r} would have shape {shape}"
                     )
-            offsets, arena_bytes, _ = _layout(tensors, sizes)
+            offsets, arena_bytes, _ = layout_arena(tensors, sizes)
         else:
-            offsets = {n: t["offset"] for n, t in tensors.items() if t["storage"] == "arena"}
-            arena_bytes = self.plan["arena_bytes"]
+            offsets = {n: t.offset for n, t in tensors.items() if t.storage == "arena" and t.offset is not None}
+            arena_bytes = self.plan.arena_bytes
         if self._arena.size < arena_bytes:
             self._arena = aligned_zeros(max(arena_bytes, 1), np.uint8)
         self._arrays: dict[str, np.ndarray] = {}
         for name, tensor in tensors.items():
-            if tensor["storage"] == "arena":
+            if tensor.storage == "arena":
                 self._arrays[name] = self._view(offsets[name], name)
-            elif tensor["storage"] == "const":
+            elif tensor.storage == "const":
                 self._arrays[name] = self._constants[name].reshape(self._shapes[name])
         self._calls: list[tuple[Any, Any, list[tuple[int, str]]]] = []
-        steps = [step for step in self.plan["steps"] if step["kind"] == "call"]
-        for function, step in zip(self._functions, steps, strict=True):
-            names = step.get("shape_vars", [])
-            pointers = (ctypes.c_void_p * max(len(step["args"]) + len(names), 1))()
+        for function, step in zip(self._functions, self.plan.calls, strict=True):
+            names = step.shape_vars
+            pointers = (ctypes.c_void_p * max(len(step.args) + len(names), 1))()
             late = []
-            for slot, name in enumerate(step["args"]):
+            for slot, name in enumerate(step.args):
                 fixed = self._fixed_array(name)
                 if fixed is None:
                     late.append((slot, name))
                 else:
-                    pointers[slot] = fixed.ctypes.data + tensors[name].get("byte_offset", 0)
-            for slot, name in enumerate(names, start=len(step["args"])):
+                    pointers[slot] = fixed.ctypes.data + (tensors[name].byte_offset or 0)
+            for slot, name in enumerate(names, start=len(step.args)):
                 pointers[slot] = self._size_cells[name].ctypes.data
             self._calls.append((function, pointers, late))
         self._sizes = dict(sizes)
 
     def _view(self, offset: int, name: str) -> np.ndarray:
-        dtype = np.dtype(self.plan["tensors"][name]["dtype"])
+        dtype = np.dtype(self.plan.tensors[name].dtype)
         shape = self._shapes[name]
         count = int(np.prod(shape, dtype=np.int64))
         return self._arena[offset : offset + count * dtype.itemsize].view(dtype).reshape(shape)
 
     def _root(self, name: str) -> str:
-        tensor = self.plan["tensors"][name]
-        return tensor["base"] if tensor["storage"] == "alias" else name
+        tensor = self.plan.tensors[name]
+        return tensor.base if tensor.storage == "alias" and tensor.base is not None else name
 
     def _fixed_array(self, name: str) -> np.ndarray | None:
         root = self._root(name)
@@ -701,11 +610,11 @@ class CompiledModel:
     @property
     def arena_bytes(self) -> int:
         """Bytes of the arena (for the representative sizes when the model is symbolic)."""
-        return int(self.plan["arena_bytes"])
+        return int(self.plan.arena_bytes)
 
     @property
     def intermediate_bytes(self) -> int:
-        return int(self.plan["intermediate_bytes"])
+        return int(self.plan.intermediate_bytes)
 
     # ------------------------------------------------------------ running
 
@@ -720,9 +629,7 @@ class CompiledModel:
     @property
     def input_specs(self) -> dict[str, tuple[tuple[int | str, ...], str]]:
         """Input name -> (shape, dtype); a symbolic dimension is given by its name."""
-        return {
-            n: (tuple(self.plan["tensors"][n]["shape"]), self.plan["tensors"][n]["dtype"]) for n in self.plan["inputs"]
-        }
+        return {n: (self.plan.tensors[n].shape, self.plan.tensors[n].dtype) for n in self.plan.inputs}
 
     def _check_inputs(self, inputs: Mapping[str, Any]) -> tuple[dict[str, np.ndarray], dict[str, int]]:
         """The inputs as contiguous arrays, and the symbolic sizes their shapes give."""
@@ -782,7 +689,7 @@ class CompiledModel:
         for function, pointers, _ in self._calls:
             _launch(function, pointers)
         outputs = {}
-        for name in self.plan["outputs"]:
+        for name in self.plan.outputs:
             root = self._root(name)
             source = arrays[root] if root in arrays else self._arrays[root]
             outputs[name] = source.reshape(self._shapes[name]).copy()
@@ -801,13 +708,13 @@ class CompiledModel:
             samples.append(time.perf_counter() - start)
         return float(np.median(samples))
 
-    def profile(self, inputs: Mapping[str, Any], repeat: int = 5) -> list[dict[str, Any]]:
-        """Median seconds of each kernel call over ``repeat`` runs, slowest first: a list of
-        ``{"func", "group", "seconds", "share"}`` (share of the summed kernel time)."""
+    def profile(self, inputs: Mapping[str, Any], repeat: int = 5) -> list[KernelTime]:
+        """Median seconds of each kernel call over ``repeat`` runs, slowest first, with its
+        kernel, its fused group and its share of the summed kernel time."""
         arrays = self._start(inputs)  # kept alive: the kernels' pointers lead into it
         for function, pointers, _ in self._calls:  # a warm-up run
             _launch(function, pointers)
-        steps = [step for step in self.plan["steps"] if step["kind"] == "call"]
+        steps = self.plan.calls
         samples: list[list[float]] = [[] for _ in steps]
         for _ in range(max(repeat, 1)):
             for index, (function, pointers, _) in enumerate(self._calls):
@@ -818,10 +725,10 @@ class CompiledModel:
         medians = [float(np.median(s)) for s in samples]
         total = sum(medians) or 1.0
         rows = [
-            {"func": step["func"], "group": step["group"], "seconds": seconds, "share": seconds / total}
+            KernelTime(step.func, step.group, seconds, seconds / total)
             for step, seconds in zip(steps, medians, strict=True)
         ]
-        return sorted(rows, key=lambda row: -row["seconds"])
+        return sorted(rows, key=lambda row: -row.seconds)
 
     # ------------------------------------------------------------ artifacts
 
@@ -831,9 +738,9 @@ class CompiledModel:
         path.mkdir(parents=True, exist_ok=True)
         if Path(self.library_path).resolve() != (path / "model.so").resolve():
             shutil.copyfile(self.library_path, path / "model.so")
-        keys = {name: f"c{k}" for k, name in enumerate(self.plan["constants"])}
-        np.savez(path / "constants.npz", **{keys[n]: self._constants[n] for n in self.plan["constants"]})
-        plan = dict(self.plan, constant_keys=keys, threads=self.threads)
+        keys = {name: f"c{k}" for k, name in enumerate(self.plan.constants)}
+        np.savez(path / "constants.npz", **{keys[n]: self._constants[n] for n in self.plan.constants})
+        plan = dict(self.plan.to_json(), constant_keys=keys, threads=self.threads)
         (path / "graph.json").write_text(json.dumps(plan, indent=1))
         return str(path)
 
@@ -851,4 +758,6 @@ def load(directory: str | os.PathLike[str], threads: int | None = None) -> Compi
     saved_threads = plan.pop("threads", None)
     with np.load(path / "constants.npz") as data:
         constants = {name: data[key] for name, key in keys.items()}
-    return CompiledModel(plan, constants, str(path / "model.so"), threads if threads is not None else saved_threads)
+    return CompiledModel(
+        Plan.from_json(plan), constants, str(path / "model.so"), threads if threads is not None else saved_threads
+    )

@@ -48,6 +48,7 @@ import numpy as np
 from metasched.model.graph import Graph, Node, TensorInfo
 from metasched.model.ops import OPS
 from metasched.model.ops.conv import LAYOUT_ATTR
+from tir.target import Target
 
 __all__ = ["TO_FIRST", "TO_LAST", "channels_last", "to_first_perm", "to_last_perm"]
 
@@ -522,14 +523,12 @@ def channels_last(graph: Graph, winograd: bool = False) -> Graph:
     return _Rewriter(graph, winograd).run()
 
 
-def for_target(graph: Graph, target: object = "llvm", layout: str = "auto", winograd: bool = False) -> Graph:
+def for_target(graph: Graph, target: Target, layout: str = "auto", winograd: bool = False) -> Graph:
     """The graph ``compile`` and ``extract_tasks`` lower for ``target``: ``layout="auto"``
     (channels-last on CPU targets), ``"NHWC"`` or ``"NCHW"`` (the graph as imported);
     ``winograd``: channels-last 3x3 convolutions that fit run as Winograd F(2x2, 3x3)."""
-    from tir.target import Target
-
     if layout not in ("auto", "NHWC", "NCHW"):
         raise ValueError(f"layout must be 'auto', 'NHWC' or 'NCHW', got {layout!r}")
-    if layout == "NCHW" or (layout == "auto" and not Target.parse(target).is_cpu):  # type: ignore[arg-type]
+    if layout == "NCHW" or (layout == "auto" and not target.is_cpu):
         return graph
     return channels_last(graph, winograd)

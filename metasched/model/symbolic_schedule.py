@@ -38,7 +38,7 @@ class _SymbolicReplay(Schedule):
         return [None, *[int(f) for f in decision[1:]]]
 
 
-def _default_trace(func: PrimFunc, target: str) -> Trace | None:
+def _default_trace(func: PrimFunc, target: Target) -> Trace | None:
     """The trace of the default schedule (``metasched.space.default``) of ``func``."""
     from metasched.space.default import default_candidate
 
@@ -61,7 +61,7 @@ def schedule_symbolic(
     func: PrimFunc,
     representative: PrimFunc,
     sizes: Mapping[str, int],
-    target: str,
+    target: Target,
     database: Any = None,
     mode: str = "default",
 ) -> tuple[PrimFunc, str]:
@@ -70,19 +70,18 @@ def schedule_symbolic(
     or a fallback with its reason)."""
     if mode == "none":
         return func, "unscheduled"
-    target_text = Target.parse(target).text
     at = ", ".join(f"{k}={v}" for k, v in sizes.items())
     traces: list[tuple[str, Trace]] = []
+    reasons = []
     if database is not None:
         try:
-            records = database.get_top_k(representative, target_text, 5)
+            records = database.get_top_k(representative, target, 5)
             traces += [("database", Trace.from_json(record.trace_json)) for record in records]
-        except Exception:  # noqa: BLE001 - an unreadable record: the default schedule still applies
-            pass
-    default = _default_trace(representative, target_text)
+        except Exception as error:  # noqa: BLE001 - an unreadable record: the default schedule still applies
+            reasons.append(f"database: {type(error).__name__}: {str(error).splitlines()[0][:160] if str(error) else ''}")
+    default = _default_trace(representative, target)
     if default is not None:
         traces.append(("default", default))
-    reasons = []
     for source, trace in traces:
         try:
             return _replay(func, trace), f"{source} ({at})"
@@ -92,7 +91,7 @@ def schedule_symbolic(
     from metasched.space.default import default_schedule
 
     try:
-        fallback = default_schedule(func, target_text)
+        fallback = default_schedule(func, target)
     except Exception:  # noqa: BLE001
         fallback = func
     if fallback is not func:

@@ -43,6 +43,7 @@ class SearchStrategy:
         postprocs: Sequence[Any],
         cost_model: Any = None,
         seed: int = 0,
+        maker: Any = None,
     ) -> None:
         if not sketches:
             raise ValueError(f"task {task.name!r}: the design space has no sketch")
@@ -61,7 +62,7 @@ class SearchStrategy:
         # set made before (a fifth of the mutants of a 64-trial tune), and making one -- replay,
         # postprocessors, validator -- is most of the search's time.
         self._made: OrderedDict[tuple[Any, ...], Candidate | Rejected] = OrderedDict()
-        self.maker: Any = None  # a CandidateMaker (metasched.search.parallel); None: made here
+        self.maker = maker  # a CandidateMaker (metasched.search.parallel); None: made here
 
     # ---------------------------------------------------------------- making candidates
 
@@ -234,6 +235,7 @@ class EvolutionarySearch(SearchStrategy):
         postprocs: Sequence[Any],
         cost_model: Any = None,
         seed: int = 0,
+        maker: Any = None,
         population: int = 64,
         generations: int = 2,
         init_measured_ratio: float = 0.25,
@@ -241,7 +243,7 @@ class EvolutionarySearch(SearchStrategy):
         epsilon: float = 0.1,
         mutators: Sequence[tuple[Mutator, float]] | None = None,
     ) -> None:
-        super().__init__(task, sketches, postprocs, cost_model, seed)
+        super().__init__(task, sketches, postprocs, cost_model, seed, maker)
         self.population = population
         self.generations = generations
         self.init_measured_ratio = init_measured_ratio

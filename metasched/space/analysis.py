@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from tir.analysis.tree import child_stmts
 from tir.ir import (
     Block,
     BlockRealize,
@@ -30,11 +31,11 @@ from tir.ir import (
     Select,
     Stmt,
     Var,
+    free_vars,
     post_order_visit,
 )
 from tir.schedule import Schedule
 from tir.schedule.handles import BlockRV
-from tir.schedule.tree import child_stmts
 
 __all__ = [
     "BlockInfo",
@@ -60,15 +61,7 @@ UNROLL = "meta_schedule.unroll_explicit"
 
 def vars_of(expr: object) -> set[Var]:
     """The variables an expression (or index tuple) mentions."""
-    found: set[Var] = set()
-
-    def note(node: object) -> None:
-        if isinstance(node, Var):
-            found.add(node)
-
-    for item in expr if isinstance(expr, tuple) else (expr,):
-        post_order_visit(item, note)  # type: ignore[arg-type]
-    return found
+    return set(free_vars(expr))
 
 
 def region_vars(region: BufferRegion) -> set[Var]:

@@ -66,15 +66,14 @@ def _divisor_at_most(extent: int, limit: int, prefer: int = 1) -> int:
     return max(divisors, key=lambda d: (d % prefer == 0, d % 8 == 0, d % 4 == 0, d))
 
 
-def _vector_lanes(target: str | Target) -> int:
-    parsed = Target.parse(target)
-    text = " ".join(str(x) for x in (parsed.text, getattr(parsed, "llvm_features", lambda: "")()))
+def _vector_lanes(target: Target) -> int:
+    text = " ".join(str(x) for x in (target.text, getattr(target, "llvm_features", lambda: "")()))
     if "avx512" in text:
         return 16
     return 8
 
 
-def default_decisions(sketch: Trace, target: str | Target = "llvm", light: bool = False) -> dict[int, Any]:
+def default_decisions(sketch: Trace, target: Target, light: bool = False) -> dict[int, Any]:
     """Fixed decisions for ``sketch``'s sampling instructions (see the module docstring).
     ``light``: the program's reductions are light (``light_reduction``, a depthwise
     convolution): the register tile is one pixel by up to 4 vectors of channels, its window
@@ -425,7 +424,7 @@ def _preference(sketch: Trace, light: bool = False) -> tuple[int, ...]:
     )
 
 
-def _rules_without_tails(target: str) -> list[Any]:
+def _rules_without_tails(target: Target) -> list[Any]:
     """The default rules, the tiling's tail sketches left out: they rank last (``_preference``
     never prefers them), so generating them would only slow every default schedule down."""
     from metasched.space.rules import default_rules
@@ -445,18 +444,18 @@ def default_candidate(func: PrimFunc, target: str | Target = "llvm", space: Any 
     from metasched.search.candidate import make_candidate
     from metasched.space.generator import SpaceGenerator
 
-    target_text = Target.parse(target).text
-    space = space or SpaceGenerator(rules=_rules_without_tails(target_text))
+    target = Target.parse(target)
+    space = space or SpaceGenerator(rules=_rules_without_tails(target))
     try:
-        sketches = space.generate(func, target_text)
+        sketches = space.generate(func, target)
     except Exception:  # noqa: BLE001 - a rule that refuses this program: run it unscheduled rather than fail
         return None
-    postprocs = space.postprocs_for(target_text)
+    postprocs = space.postprocs_for(target)
     light = light_reduction(func)
     for index in sorted(range(len(sketches)), key=lambda i: _preference(sketches[i], light)):
         sketch = sketches[index]
         try:
-            decisions = default_decisions(sketch, target_text, light)
+            decisions = default_decisions(sketch, target, light)
             return make_candidate(func, sketch, index, decisions, postprocs, seed=0)
         except Exception:  # noqa: BLE001 - Rejected, or a sketch that cannot take the default decisions
             continue

@@ -47,10 +47,10 @@ class SpaceGenerator:
         self.intrinsics = list(intrinsics) if intrinsics is not None else None
 
     def rules_for(self, target: str | Target) -> list[SketchRule]:
-        return self.rules if self.rules is not None else default_rules(target, self.intrinsics)
+        return self.rules if self.rules is not None else default_rules(Target.parse(target), self.intrinsics)
 
     def postprocs_for(self, target: str | Target) -> list[Postproc]:
-        return self._postprocs if self._postprocs is not None else default_postprocs(target)
+        return self._postprocs if self._postprocs is not None else default_postprocs(Target.parse(target))
 
     @property
     def postprocs(self) -> list[Postproc]:

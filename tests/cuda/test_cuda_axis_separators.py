@@ -9,9 +9,9 @@ import pytest
 from cuda_kernels import make_matmul_f16, make_matmul_f32, schedule_shared_tiled, schedule_tensor_core
 
 import tir
+from tir.analysis.tree import TreeIndex
 from tir.codegen.cuda import codegen_cuda
 from tir.schedule import Schedule
-from tir.schedule.tree import TreeIndex
 from tir.transform import lower
 
 

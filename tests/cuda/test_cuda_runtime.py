@@ -22,6 +22,7 @@ import pytest
 
 import tir
 import tir.runtime.cuda as cuda_runtime
+import tir.runtime.cuda_driver as cuda_driver
 import tir.script as T
 from tir.ir import IntImm, Max, Min, Select
 from tir.runtime.cuda import CUDADeviceError, CUDAModule, LaunchConfig, evaluate_launch_expr
@@ -68,7 +69,7 @@ class FakeDevicePointer:
         }
 
 
-class FakeDriver(cuda_runtime._Driver):
+class FakeDriver(cuda_driver._Driver):
     """Device memory as numpy byte arrays at made-up addresses; kernels as Python functions."""
 
     name = "fake"
@@ -168,8 +169,8 @@ def test_importing_the_module_imports_no_cuda_package() -> None:
 
 
 def test_no_driver_library_raises_cuda_device_error(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(cuda_runtime, "_DRIVER", None)
-    monkeypatch.setattr(cuda_runtime, "_load_driver_library", lambda: None)
+    monkeypatch.setattr(cuda_driver, "_DRIVER", None)
+    monkeypatch.setattr(cuda_driver, "_load_driver_library", lambda: None)
     cuda_runtime.device_missing_reason.cache_clear()
     try:
         module = scale_module()
@@ -188,15 +189,15 @@ def test_no_driver_library_raises_cuda_device_error(monkeypatch: pytest.MonkeyPa
 
 def test_device_missing_reason_on_this_machine() -> None:
     reason = cuda_runtime.device_missing_reason()
-    if cuda_runtime._load_driver_library() is None:
+    if cuda_driver._load_driver_library() is None:
         assert reason is not None and "libcuda" in reason
     else:
         assert reason is None or isinstance(reason, str)
 
 
 def test_missing_python_binding_is_named(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(cuda_runtime, "_DRIVER", None)
-    monkeypatch.setattr(cuda_runtime, "device_missing_reason", lambda: None)
+    monkeypatch.setattr(cuda_driver, "_DRIVER", None)
+    monkeypatch.setattr(cuda_driver, "device_missing_reason", lambda: None)
     for name in ("pycuda", "pycuda.driver", "cuda", "cuda.bindings", "cuda.bindings.driver", "cuda.cuda"):
         monkeypatch.setitem(sys.modules, name, None)  # import fails with ImportError
     with pytest.raises(CUDADeviceError, match=r"no CUDA Python binding: install pycuda or cuda-python"):

@@ -359,6 +359,23 @@ def test_a_gather_index_is_an_access_of_its_own() -> None:
     assert row[column(f"access{ids}.log_reuse_count")] == pytest.approx(math.log2(1 + 32))
 
 
+@T.script
+def cancelling(A: T.Buffer((8,), "float32"), B: T.Buffer((64,), "float32")):
+    for i, j in T.grid(8, 8):
+        with T.block("B"):
+            vi = T.spatial_axis(64, i * 8 + j)
+            vo = T.spatial_axis(8, i)
+            B[vi] = A[vi - vo * 8]
+
+
+def test_an_affine_index_whose_terms_cancel_is_exact() -> None:
+    # A[vi - vo * 8] is A[j]: 8 floats, not moving with i, which carries its reuse.
+    (row,) = extract_features(cancelling, "llvm")
+    slot = read_slot(row, 8 * 4)
+    assert row[column(f"access{slot}.stride_one")] == 1.0
+    assert row[column(f"access{slot}.log_reuse_count")] == pytest.approx(math.log2(1 + 8))
+
+
 class Broken(RuntimeError):
     pass
 
@@ -377,7 +394,7 @@ class _FailingBounds:
 @pytest.mark.parametrize(
     "target",
     [
-        "BoundEvaluator",  # tir.arith's bounds (the gather's row index needs them)
+        "BoundEvaluator",  # tir.arith's bounds (every footprint needs them)
         "_analyse_access",  # one access at a time
         "_ExprStats.visit",  # one statement at a time
         "_Walker.block",  # one block at a time (no rows left: one zero row)
@@ -393,13 +410,9 @@ def test_a_failing_analysis_flags_the_features_instead_of_raising(monkeypatch: p
         rows = extract_features(func, "llvm")
         assert rows.shape[1] == NUM_FEATURES and rows.dtype == np.float32
         assert np.all(np.isfinite(rows))
-        flags = rows[:, column("misc.features_incomplete")]
-        if target == "BoundEvaluator" and func is not gather:
-            assert not flags.any()  # affine indices never need the bounds
-        else:
-            assert flags.all()
+        assert rows[:, column("misc.features_incomplete")].all()
     if target == "BoundEvaluator":
-        # Only the table's access is degraded (to the whole table); the ids keep their numbers.
+        # Each access is degraded to its whole buffer: the table's and the ids'.
         (row,) = extract_features(gather, "llvm")
         read_slot(row, 8 * 8)
         read_slot(row, 64 * 32 * 4)

@@ -12,8 +12,9 @@ from metasched.space import SpaceGenerator
 from metasched.space.default import _vector_lanes, default_candidate, default_decisions
 from metasched.space.rules.multi_level_tiling import TAIL_SUFFIX
 from tir.interp import interpret
+from tir.target import Target
 
-TARGET = "llvm"  # this machine: 8 float32 lanes with AVX2, 16 with AVX-512
+TARGET = Target.parse("llvm")  # this machine: 8 float32 lanes with AVX2, 16 with AVX-512
 LANES = _vector_lanes(TARGET)
 # Vector accumulators the register tile may keep: 3/4 of the register file (32 with AVX-512, else 16).
 ACCUMULATORS = 24 if LANES >= 16 else 12
@@ -190,7 +191,7 @@ def test_one_panel_and_a_part_is_padded_only_over_a_long_enough_reduction() -> N
     from metasched.space.rules.multi_level_tiling import SHORT_REDUCTION, MultiLevelTiling
     from tir import Schedule
 
-    rule = MultiLevelTiling("llvm -mcpu=x86-64-v4")  # 16 float32 lanes, whatever this machine has
+    rule = MultiLevelTiling(Target.parse("llvm -mcpu=x86-64-v4"))  # 16 float32 lanes, whatever this machine has
     for channels_in, padded in [(72, True), (SHORT_REDUCTION, False), (24, False)]:
         sch = Schedule(_conv1x1(channels_in, 24))
         info = block_info(sch, sch.get_block("conv"))
@@ -436,7 +437,7 @@ def test_softmax_stages_are_computed_per_row() -> None:
     from whole-tensor buffers (Whisper's 4 x 750 x 750 scores: 2.3 -> 1.8 ms at 1 thread); the
     lane partials keep their lanes innermost, vectorized."""
     from metasched.measure.builder import build_program
-    from tir.schedule.tree import TreeIndex
+    from tir.analysis.tree import TreeIndex
 
     candidate = default_candidate(softmax_rows, TARGET)
     assert candidate is not None

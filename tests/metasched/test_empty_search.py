@@ -10,6 +10,7 @@ import tir.script as T
 from metasched.measure import MeasureResult
 from metasched.space import SpaceGenerator
 from metasched.space.postproc import Postproc, PostprocError, default_postprocs
+from tir.target import Target
 
 
 @T.script
@@ -41,7 +42,7 @@ class FailingBuilds:
 
 def test_a_space_that_rejects_everything_says_where_and_why() -> None:
     lines: list[str] = []
-    space = SpaceGenerator(postprocs=[*default_postprocs("llvm")[:-1], Refuse()])
+    space = SpaceGenerator(postprocs=[*default_postprocs(Target.parse("llvm"))[:-1], Refuse()])
     with pytest.raises(metasched.NoProgramError) as raised:
         metasched.tune(matmul, "llvm", trials=8, space=space, measure_default=False, search_workers=1, log=lines.append)
     message = str(raised.value)

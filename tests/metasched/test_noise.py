@@ -17,6 +17,7 @@ from metasched.measure.noise import BUSY_LOAD, SampleWatch, ThreadWaits, is_busy
 
 # The module (``metasched.tune`` the attribute is the function).
 tune_module = importlib.import_module("metasched.tune")
+settle_module = importlib.import_module("metasched.settle")
 
 
 @T.script
@@ -68,7 +69,7 @@ class NoisyMeasurer:
 
 @pytest.fixture(autouse=True)
 def short_pauses(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(tune_module, "_QUIET_PAUSE", 0.01)
+    monkeypatch.setattr(settle_module, "_QUIET_PAUSE", 0.01)
 
 
 def test_a_tune_busy_until_its_end_keeps_the_program_a_quiet_timing_ranks_best(tmp_path) -> None:  # noqa: ANN001
@@ -95,12 +96,12 @@ def test_a_tune_busy_until_its_end_keeps_the_program_a_quiet_timing_ranks_best(t
     database = Database(tmp_path)
     quiet = {r.trace_json for r in database.records(matmul, "llvm") if r.is_valid and not r.busy}
     assert task.best_trace is not None and task.best_trace.to_json() in quiet
-    quiet_programs = [tune_module._replay(matmul, tir.schedule.Trace.from_json(t)) for t in quiet]
+    quiet_programs = [settle_module._replay(matmul, tir.schedule.Trace.from_json(t)) for t in quiet]
     assert true_seconds(task.best_func) == min(true_seconds(f) for f in quiet_programs)
     # And it is the fastest program measured at all: the busy timings' quiet estimates chose
     # the leaders to re-time, so one measured only under load was not lost.
     measured = {r.trace_json for r in database.records(matmul, "llvm") if r.is_valid}
-    every_program = [tune_module._replay(matmul, tir.schedule.Trace.from_json(t)) for t in measured]
+    every_program = [settle_module._replay(matmul, tir.schedule.Trace.from_json(t)) for t in measured]
     assert true_seconds(task.best_func) == min(true_seconds(f) for f in every_program)
     assert task.quiet is True and result.trustworthy
     assert "every task's best was timed again on a quiet machine" in result.noise_summary()

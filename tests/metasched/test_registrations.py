@@ -37,6 +37,7 @@ from metasched.cost import RandomModel
 from metasched.space import SpaceGenerator
 from metasched.space.postproc import Postproc, default_postprocs
 from metasched.space.rules import SketchRule, default_rules
+from tir.target import Target
 
 @T.script
 def desc(A: T.Buffer((4, 4), "float32"), B: T.Buffer((4, 4), "float32"), C: T.Buffer((4, 4), "float32")):
@@ -88,8 +89,8 @@ if MODE == "intrinsic":
     result = metasched.tune(bmm, "llvm", trials=8, intrinsics=["user_dot_4x4x4"], seed=1, log=lambda s: None)
 else:
     space = SpaceGenerator(
-        rules=[Count(), *default_rules("llvm", ["user_dot_4x4x4"])],
-        postprocs=[*default_postprocs("llvm")[:-1], TagRoot(), default_postprocs("llvm")[-1]],
+        rules=[Count(), *default_rules(Target.parse("llvm"), ["user_dot_4x4x4"])],
+        postprocs=[*default_postprocs(Target.parse("llvm"))[:-1], TagRoot(), default_postprocs(Target.parse("llvm"))[-1]],
     )
     result = metasched.tune(bmm, "llvm", trials=8, space=space, cost_model=Scores(seed=0), seed=1, log=lambda s: None)
 best = result.best_func

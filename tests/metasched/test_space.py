@@ -22,6 +22,7 @@ from metasched.space.rules.multi_level_tiling import TAIL_FACTORS, TAIL_SUFFIX, 
 from tir.analysis import verify
 from tir.ir import ForKind
 from tir.schedule import Schedule, ScheduleError, Trace
+from tir.target import Target
 
 # ---------------------------------------------------------------- workloads (small sizes)
 
@@ -233,7 +234,7 @@ WORKLOADS = {
 }
 
 SAMPLES = 20
-TARGET = "llvm"
+TARGET = Target.parse("llvm")
 
 # ---------------------------------------------------------------- helpers
 

@@ -19,9 +19,10 @@ from metasched.space.postproc.rewrite_tensor_core import TENSOR_CORE
 from metasched.space.rules import default_rules
 from metasched.space.rules.multi_level_tiling_tensor_core import MultiLevelTilingTensorCore, default_groups
 from tir.schedule import Schedule
+from tir.target import Target
 
-SM80 = "cuda -arch=sm_80"
-SM90 = "cuda -arch=sm_90"
+SM80 = Target.parse("cuda -arch=sm_80")
+SM90 = Target.parse("cuda -arch=sm_90")
 SAMPLES = 20  # per workload: about 1 s each (most of it lowering, to size shared memory)
 
 
@@ -87,8 +88,8 @@ def _calls(func: tir.PrimFunc) -> set[str]:
 
 def test_groups_by_architecture() -> None:
     assert [g.name for g in default_groups(SM80)] == ["wmma_f32", "wmma_f16", "mma_f32"]
-    assert [g.name for g in default_groups("cuda -arch=sm_70")] == ["wmma_f32", "wmma_f16"]
-    assert default_groups("llvm") == []
+    assert [g.name for g in default_groups(Target.parse("cuda -arch=sm_70"))] == ["wmma_f32", "wmma_f16"]
+    assert default_groups(Target.parse("llvm")) == []
     assert [type(r).__name__ for r in default_rules(SM90)] == ["MultiLevelTilingTensorCore"]
 
 
@@ -253,7 +254,7 @@ def test_sampled_candidates_compute_the_right_answer_on_the_gpu(workload: str) -
     matches numpy in float32 (float16 products are exact there: only the summation order differs)."""
     import numpy as np
 
-    from tir.runtime.cuda import _driver
+    from tir.runtime.cuda_driver import _driver
 
     target = f"cuda -arch={_driver().arch()}"
     func = make_gemm(512) if workload == "gemm512" else make_conv2d_nhwc()

@@ -9,8 +9,8 @@ from schedule_testing import check_numerics, check_replay, check_schedule
 
 import tir
 import tir.script as T
+from tir.analysis.tree import TreeIndex
 from tir.schedule import Schedule, ScheduleError
-from tir.schedule.tree import TreeIndex
 
 
 @T.script

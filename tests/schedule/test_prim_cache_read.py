@@ -15,9 +15,9 @@ from schedule_testing import (
 
 import tir
 import tir.script as T
+from tir.analysis.tree import TreeIndex
 from tir.ir import Allocate, IRVisitor
 from tir.schedule import Schedule, ScheduleError
-from tir.schedule.tree import TreeIndex
 from tir.transform import lower
 
 

@@ -7,9 +7,9 @@ from schedule_testing import check_schedule
 
 import tir
 import tir.script as T
+from tir.analysis.tree import TreeIndex
 from tir.ir import Allocate, Buffer, IRVisitor
 from tir.schedule import Schedule, ScheduleError
-from tir.schedule.tree import TreeIndex
 from tir.transform import lower
 from tir.transform.plan_allocations import buffer_bytes
 

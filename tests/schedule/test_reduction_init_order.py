@@ -18,9 +18,9 @@ import tir
 import tir.script as T
 from tir.analysis import init_order
 from tir.analysis.init_order import init_order_problem
+from tir.analysis.tree import TreeIndex
 from tir.schedule import Schedule, ScheduleError
 from tir.schedule.primitives._init_order_util import init_order_at
-from tir.schedule.tree import TreeIndex
 
 
 @T.script

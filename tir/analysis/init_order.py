@@ -72,7 +72,7 @@ from tir.ir import (
     PrimExpr,
     Range,
     Var,
-    post_order_visit,
+    free_vars,
     substitute,
 )
 
@@ -167,9 +167,8 @@ def init_order_problem(
 
 
 def _var_ids(expr: PrimExpr) -> set[int]:
-    found: set[int] = set()
-    post_order_visit(expr, lambda node: found.add(id(node)) if isinstance(node, Var) else None)
-    return found
+    """Ids of the variables ``expr`` uses (the callers hold loop variables by id)."""
+    return {id(v) for v in free_vars(expr)}
 
 
 def _compose(

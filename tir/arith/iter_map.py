@@ -92,7 +92,7 @@ from tir.ir.expr import (
     Sub,
     Var,
 )
-from tir.ir.functor import substitute
+from tir.ir.functor import free_vars, substitute
 
 __all__ = [
     "CheckLevel",
@@ -355,7 +355,7 @@ class _Detector:
         self.touched: set[Any] = set()
         for var, dom in self.dom_map.items():
             for bound in (dom.min, dom.extent):
-                if any(self._is_iter_var(v) for v in _free_vars(bound)):
+                if any(self._is_iter_var(v) for v in free_vars(bound)):
                     raise _Fail(f"the range of {var.name} depends on another iterator (non-rectangular loop nest)")
 
     # ------------------------------------------------------------ arithmetic on extents
@@ -482,7 +482,7 @@ class _Detector:
         return var in self.dom_map
 
     def uses_iters(self, expr: PrimExpr) -> bool:
-        return any(self._is_iter_var(v) for v in _free_vars(expr))
+        return any(self._is_iter_var(v) for v in free_vars(expr))
 
     def var_mark(self, var: Var) -> IterMark:
         mark = self.var_marks.get(var)
@@ -1000,29 +1000,6 @@ class _Detector:
                 extent = self.sub(extent, start)
                 low = self.add(low, start)
         return low, extent, exact
-
-
-def _free_vars(expr: Any) -> list[Var]:
-    found: list[Var] = []
-    seen: set[int] = set()
-
-    def visit(node: Any) -> None:
-        if isinstance(node, Var):
-            if id(node) not in seen:
-                seen.add(id(node))
-                found.append(node)
-            return
-        if isinstance(node, PrimExpr):
-            for name in type(node).child_fields():
-                value = getattr(node, name)
-                if isinstance(value, tuple):
-                    for item in value:
-                        visit(item)
-                else:
-                    visit(value)
-
-    visit(expr)
-    return found
 
 
 def _conjuncts(expr: PrimExpr) -> list[PrimExpr]:

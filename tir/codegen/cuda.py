@@ -45,6 +45,7 @@ from tir.ir import (
     Stmt,
     StringImm,
     Var,
+    is_const_int,
 )
 from tir.ir import expr as E
 from tir.ir.dtype import DataType
@@ -257,7 +258,7 @@ class CudaFunctionCodegen:
         ctype = cuda_type(loop.loop_var.dtype)
         if loop.kind is ForKind.THREAD_BINDING:
             tag = loop.thread_tag or ""
-            start = "" if _is_zero(loop.min) else f" + {self.expr(loop.min)}"
+            start = "" if is_const_int(loop.min, 0) else f" + {self.expr(loop.min)}"
             self.line(f"{ctype} {var} = ({ctype}){tag}{start};")
             launch = self.launch.get(tag)
             narrower = not (isinstance(loop.extent, IntImm) and launch == loop.extent.value)
@@ -280,7 +281,7 @@ class CudaFunctionCodegen:
         if loop.kind is ForKind.UNROLLED or loop.annotations.get("pragma_unroll"):
             self.line("#pragma unroll")
         start = self.expr(loop.min)
-        end = self.expr(loop.extent) if _is_zero(loop.min) else f"{start} + {self.expr(loop.extent)}"
+        end = self.expr(loop.extent) if is_const_int(loop.min, 0) else f"{start} + {self.expr(loop.extent)}"
         self.line(f"for ({ctype} {var} = {start}; {var} < {end}; ++{var}) {{")
         self.nested(loop.body)
         self.line("}")
@@ -598,10 +599,6 @@ class CudaFunctionCodegen:
 
 #: The CUDA type of a vector copy by its bytes.
 _VECTOR_COPY_TYPES = {4: "unsigned", 8: "uint2", 16: "uint4"}
-
-
-def _is_zero(expr: PrimExpr) -> bool:
-    return isinstance(expr, IntImm) and expr.value == 0
 
 
 def _const_size(buffer: Buffer) -> int | None:

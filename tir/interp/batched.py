@@ -71,6 +71,7 @@ from tir.ir import (
     Select,
     Sub,
     Var,
+    free_vars,
     post_order_visit,
     substitute,
 )
@@ -148,7 +149,7 @@ def _plan(loops: list[For], realize: BlockRealize) -> Plan:
     spatial_loops: set[int] = set()
     reduction_loops: set[int] = set()
     for iter_var, value in zip(block.iter_vars, realize.iter_values):
-        used = {loop_vars[id(v)] for v in _vars(value) if id(v) in loop_vars}
+        used = {loop_vars[id(v)] for v in free_vars(value) if id(v) in loop_vars}
         if iter_var.kind is IterKind.SPATIAL:
             spatial_loops |= used
         elif iter_var.kind is IterKind.REDUCE:
@@ -164,7 +165,7 @@ def _plan(loops: list[For], realize: BlockRealize) -> Plan:
         if math.prod(loop.extent.value for loop in batchable) < MIN_LANES:  # type: ignore[attr-defined]
             raise _Unsupported  # never worth it: the scalar code runs without the attempt
     reduce_vars = {id(iv.var) for iv in block.iter_vars if iv.kind is IterKind.REDUCE}
-    if any(id(v) in reduce_vars for index in store.indices for v in _vars(index)):
+    if any(id(v) in reduce_vars for index in store.indices for v in free_vars(index)):
         raise _Unsupported  # the output moves with the reduction: not one element per spatial point
     # The block reads its output only in its value, at the element it writes: no lane depends
     # on another. And the nest can run again from the start (a fallback after a failed check
@@ -196,7 +197,7 @@ def _plan(loops: list[For], realize: BlockRealize) -> Plan:
     exprs = [*parts, *[e for loop in loops for e in (loop.min, loop.extent)]]
     exprs += [e for iv in block.iter_vars for e in (iv.dom.min, iv.dom.extent)]
     for expr in exprs:
-        for var in _vars(expr):
+        for var in free_vars(expr):
             if id(var) not in defined:
                 free[id(var)] = var
     return Plan(
@@ -224,14 +225,8 @@ def _distinct_stores(loops: list[For], reduction_loops: set[int], realize: Block
     return all(id(loop.loop_var) in found for loop in spatial)
 
 
-def _vars(expr: Any) -> list[Var]:
-    found: list[Var] = []
-    post_order_visit(expr, lambda n: found.append(n) if isinstance(n, Var) else None)
-    return found
-
-
 def _uses(expr: PrimExpr, ids: dict[int, int]) -> bool:
-    return any(id(v) in ids for v in _vars(expr))
+    return any(id(v) in ids for v in free_vars(expr))
 
 
 def _loads(expr: Any) -> list[BufferLoad]:

@@ -63,7 +63,7 @@ from tir.ir import (
     StringImm,
     Sub,
     Var,
-    post_order_visit,
+    free_vars,
 )
 from tir.ir.constant import constant_array
 from tir.ir.ops import is_tile_op, tile_accesses
@@ -278,7 +278,7 @@ class Translator:
             exprs = [*buffer.shape, *buffer.strides]
             if buffer.elem_offset is not None:
                 exprs.append(buffer.elem_offset)
-            for var in _free_vars(exprs):
+            for var in free_vars(tuple(exprs)):
                 if var not in self.var_names:
                     params.append(self.define_var(var))
                     self.entry_vars.append(var)
@@ -513,7 +513,7 @@ class Translator:
         source_name = self.buffer_name(source)
         region = self.tuple_text(f"({self.expr(r.min).text}, {self.expr(r.extent).text})" for r in source_region.region)
         # Shape variables not bound yet are defined by the match: they take the region's extents.
-        unbound = [var for var in _free_vars(buffer.shape) if var not in self.var_names]
+        unbound = [var for var in free_vars(buffer.shape) if var not in self.var_names]
         name = self.define_buffer(buffer)
         if unbound:
             if len(buffer.shape) != len(source_region.region):
@@ -950,11 +950,3 @@ class Translator:
             got = ", ".join(str(arg.dtype) for arg in args)
             raise TypeError(f"{what}: returns {result} vectors from ({wanted}); the call has {call.dtype} from ({got})")
         return self.full(call.dtype, f"{helper}({', '.join(texts)})")
-
-
-def _free_vars(exprs: Any) -> list[Var]:
-    """Variables used in ``exprs``, in order of first use."""
-    found: dict[Var, None] = {}
-    for expr in exprs:
-        post_order_visit(expr, lambda node: found.setdefault(node, None) if isinstance(node, Var) else None)
-    return list(found)

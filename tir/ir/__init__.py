@@ -39,6 +39,7 @@ from tir.ir.expr import (
     Var,
     const,
     convert,
+    is_const_int,
 )
 from tir.ir.function import IRModule, PrimFunc
 from tir.ir.functor import IRMutator, IRVisitor, free_vars, post_order_visit, replace_buffers, substitute
@@ -66,5 +67,5 @@ __all__ = [
     "IterVar", "KNOWN_SCOPES", "Let", "LetStmt", "MatchBufferRegion", "Max", "Min", "Mul",
     "Node", "Not", "Or", "PrimExpr", "PrimFunc", "Ramp", "Range", "Select", "SeqStmt", "Span",
     "Stmt", "StringImm", "Sub", "THREAD_TAGS", "Var", "as_dtype", "const", "convert",
-    "free_vars", "post_order_visit", "replace_buffers", "substitute",
+    "free_vars", "is_const_int", "post_order_visit", "replace_buffers", "substitute",
 ]

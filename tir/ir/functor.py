@@ -132,7 +132,7 @@ def free_vars(node: Any) -> list[Var]:
     """Every variable that appears under ``node`` (``node`` may be an expression, a statement, a
     tuple of them or a whole function), once each, in first-appearance order. Loop variables,
     block iterators and let variables defined inside ``node`` are included: callers that need
-    only the variables bound outside subtract what they define (``well_formed`` does).
+    only the variables bound outside subtract what they define.
 
     >>> from tir.ir import Var
     >>> x, y = Var("x", "int32"), Var("y", "int32")

@@ -19,12 +19,12 @@ import random
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from tir.analysis.tree import TreeIndex
 from tir.ir import Block, BlockRealize, For, IntImm, IRModule, PrimFunc, Stmt, Var
 from tir.ir.function import CONSTANTS_ATTR
 from tir.schedule.errors import ScheduleError
 from tir.schedule.handles import BlockRV, ExprRV, LoopRV
 from tir.schedule.trace import Instruction, Trace
-from tir.schedule.tree import TreeIndex
 
 
 class ScheduleBase:

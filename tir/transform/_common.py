@@ -27,6 +27,7 @@ from tir.ir import (
     Ramp,
     Stmt,
     Var,
+    free_vars,
 )
 from tir.ir.stmt import SeqStmt
 
@@ -127,24 +128,9 @@ class LoweringError(ValueError):
     """A program a lowering pass cannot lower; the message names the pass and the construct."""
 
 
-class _FindVars(IRVisitor):
-    def __init__(self) -> None:
-        self.found: set[Var] = set()
-
-    def visit_Var(self, node: Var) -> None:
-        self.found.add(node)
-
-
-def vars_in(node: Node) -> set[Var]:
-    """The variables ``node`` uses."""
-    finder = _FindVars()
-    finder.visit(node)
-    return finder.found
-
-
 def uses_var(node: Node, var: Var) -> bool:
     """Whether ``node`` uses ``var``."""
-    return var in vars_in(node)
+    return var in free_vars(node)
 
 
 class FreshDefinitions(IRMutator):

@@ -29,8 +29,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from tir.ir import Buffer, PrimFunc, Var
-from tir.ir.functor import IRVisitor
+from tir.ir import Buffer, PrimFunc, Var, free_vars
 from tir.transform._common import LoweringError
 
 __all__ = ["SHAPE_VARS_ATTR", "bind_shape_vars"]
@@ -56,7 +55,7 @@ def bind_shape_vars(func: PrimFunc) -> PrimFunc:
                 if id(extent) not in params:
                     bound.setdefault(id(extent), extent)
             else:
-                for var in _vars_of(extent):
+                for var in free_vars(extent):
                     if id(var) not in params:
                         compound.setdefault(id(var), (var, buffer))
     unbound = [(var, buffer) for key, (var, buffer) in compound.items() if key not in bound]
@@ -79,17 +78,6 @@ def bind_shape_vars(func: PrimFunc) -> PrimFunc:
     return dataclasses.replace(
         func, params=(*func.params, *bound.values()), attrs={**func.attrs, SHAPE_VARS_ATTR: names}
     )
-
-
-def _vars_of(node: object) -> list[Var]:
-    found: dict[int, Var] = {}
-
-    class Find(IRVisitor):
-        def visit_Var(self, var: Var) -> None:
-            found.setdefault(id(var), var)
-
-    Find().visit(node)
-    return list(found.values())
 
 
 def _shape_text(buffer: Buffer) -> str:

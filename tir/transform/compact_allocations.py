@@ -73,9 +73,9 @@ from tir.ir import (
     Var,
     substitute,
 )
-from tir.ir.functor import contains
+from tir.ir.functor import contains, free_vars
 from tir.ir.ops import tile_accesses
-from tir.transform._common import uses_buffer, uses_var, vars_in
+from tir.transform._common import uses_buffer, uses_var
 from tir.transform.convert_blocks import STRIDE_OP
 
 __all__ = ["compact_allocations"]
@@ -225,7 +225,7 @@ class _ExactWrites(IRVisitor):
 
     def visit_For(self, loop: For) -> None:
         start, extent = substitute(loop.min, self.lets), substitute(loop.extent, self.lets)
-        if (vars_in(start) | vars_in(extent)) & self.loops.keys():
+        if set(free_vars((start, extent))) & self.loops.keys():
             return  # not a rectangular nest
         if not self.analyzer.can_prove(extent >= 1):
             return  # the loop may not run
@@ -274,7 +274,7 @@ class _ExactWrites(IRVisitor):
             index = self.analyzer.simplify(substitute(index, self.lets))
             if index.dtype.lanes != 1 or _reads_memory(index):
                 return None
-            used_here = vars_in(index)
+            used_here = free_vars(index)
             inner = [v for v in self.loops if v in used_here]
             if any(v in used for v in inner) or any(v.dtype != index.dtype for v in inner):
                 return None
@@ -287,7 +287,7 @@ class _ExactWrites(IRVisitor):
                 terms.append((coefficient.value, var))
                 offset = offset - var * coefficient
             offset = self.analyzer.simplify(offset)
-            if vars_in(offset) & set(inner):
+            if set(free_vars(offset)) & set(inner):
                 return None
             terms.sort(key=lambda t: t[0])
             expected = unit

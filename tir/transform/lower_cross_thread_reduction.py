@@ -51,11 +51,10 @@ and look for ``SHFL.DOWN`` in the SASS.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from tir.analysis.block_access import infer_block_access
+from tir.analysis.reduction import match_reduction
+from tir.analysis.tree import TreeIndex, replace_stmt
 from tir.ir import (
-    Add,
     Block,
     BlockRealize,
     Buffer,
@@ -70,9 +69,6 @@ from tir.ir import (
     IfThenElse,
     IntImm,
     IterKind,
-    Max,
-    Min,
-    Mul,
     Node,
     PrimExpr,
     PrimFunc,
@@ -91,71 +87,6 @@ CROSS_THREAD_REDUCTION = "cross_thread_reduction"
 SHFL_DOWN_OP = "cuda_shfl_down_sync"
 WARP_SIZE = 32
 MAX_THREADS = 1024
-
-_COMBINERS: dict[type, str] = {Add: "+", Mul: "*", Max: "T.max", Min: "T.min"}
-
-
-@dataclass(frozen=True)
-class ReductionForm:
-    """A block ``out[idx] = init`` / ``out[idx] = out[idx] op rhs`` (``op`` one of +, *, max, min)."""
-
-    op: type
-    init: BufferStore
-    update: BufferStore
-    rhs: PrimExpr
-
-    def combine(self, acc: PrimExpr, value: PrimExpr) -> PrimExpr:
-        return self.op(acc, value)  # type: ignore[no-any-return]
-
-
-def match_reduction(block: Block) -> ReductionForm | None:
-    """The reduction form of ``block``, or None: one init store of the identity of the combiner,
-    one update store ``out[idx] = out[idx] op rhs`` at the same indices, ``rhs`` free of ``out``.
-    """
-    from tir.ir.structural import structural_equal
-    from tir.schedule.primitives.reduction import _identity_ok
-
-    init, update = block.init, block.body
-    if not (isinstance(init, BufferStore) and isinstance(update, BufferStore) and init.buffer is update.buffer):
-        return None
-    out = init.buffer
-    value = update.value
-    op = type(value)
-    if op not in _COMBINERS:
-        return None
-
-    def is_out(e: PrimExpr) -> bool:
-        return (
-            isinstance(e, BufferLoad)
-            and e.buffer is out
-            and len(e.indices) == len(update.indices)
-            and all(structural_equal(a, b) for a, b in zip(e.indices, update.indices))
-        )
-
-    a, b = value.a, value.b  # type: ignore[attr-defined]
-    if is_out(a) and not _reads(b, out):
-        rhs = b
-    elif is_out(b) and not _reads(a, out):
-        rhs = a
-    else:
-        return None
-    if not all(structural_equal(x, y) for x, y in zip(init.indices, update.indices)):
-        return None
-    if not _identity_ok(op, init.value)[0]:
-        return None
-    return ReductionForm(op, init, update, rhs)
-
-
-def _reads(expr: PrimExpr, buffer: Buffer) -> bool:
-    found = False
-
-    def note(n: Node) -> None:
-        nonlocal found
-        if isinstance(n, BufferLoad) and n.buffer is buffer:
-            found = True
-
-    post_order_visit(expr, note)
-    return found
 
 
 def _uses(node: Node, variables: set[Var]) -> bool:
@@ -178,8 +109,6 @@ def shfl_down(mask: PrimExpr, value: PrimExpr, offset: int) -> Call:
 
 def lower_cross_thread_reduction(func: PrimFunc) -> PrimFunc:
     """Rewrite every block annotated ``cross_thread_reduction`` (see the module docstring)."""
-    from tir.schedule.tree import TreeIndex
-
     while True:
         index = TreeIndex(func)
         pending = [r for r in index.blocks.values() if r.block.annotations.get(CROSS_THREAD_REDUCTION) is True]
@@ -193,8 +122,6 @@ def _fail(block: Block, why: str) -> LoweringError:
 
 
 def _lower_one(func: PrimFunc, index: object, realize: BlockRealize) -> PrimFunc:
-    from tir.schedule.tree import TreeIndex, replace_stmt
-
     assert isinstance(index, TreeIndex)
     block = realize.block
     form = match_reduction(block)
@@ -335,8 +262,6 @@ def _lower_one(func: PrimFunc, index: object, realize: BlockRealize) -> PrimFunc
 __all__ = [
     "CROSS_THREAD_REDUCTION",
     "SHFL_DOWN_OP",
-    "ReductionForm",
     "lower_cross_thread_reduction",
-    "match_reduction",
     "shfl_down",
 ]

@@ -60,11 +60,12 @@ from tir.ir import (
     Range,
     Stmt,
     Var,
+    free_vars,
     substitute,
 )
 from tir.ir.expr import conjunction
 from tir.ir.structural import structural_equal
-from tir.transform._common import FreshDefinitions, is_no_op, make_seq, no_op, uses_var, vars_in
+from tir.transform._common import FreshDefinitions, is_no_op, make_seq, no_op, uses_var
 
 __all__ = ["partition_tails"]
 
@@ -230,7 +231,7 @@ class _PartitionTails(IRMutator):
             return None
         outer = self.context.analyzer()
         condition = outer.simplify(GT(worst, IntImm(0, worst.dtype)))
-        if any(var in vars_in(condition) for var in (*ranges, *values)):
+        if any(var in free_vars(condition) for var in (*ranges, *values)):
             return None
         if outer.can_prove(condition) or outer.can_prove(Not(condition)):
             return None  # settled either way: the plain guard pass handles it

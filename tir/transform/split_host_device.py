@@ -51,6 +51,7 @@ from tir.ir import (
     Stmt,
     StringImm,
     Var,
+    free_vars,
 )
 from tir.ir.dtype import as_dtype
 from tir.ir.ops import OpInfo, get_op, register_op
@@ -151,7 +152,7 @@ def _split_function(func: PrimFunc, taken: set[str]) -> list[PrimFunc]:
                     "which is not a parameter; intermediate global buffers are not supported yet"
                 )
         params: list[Buffer | Var] = [b for b in buffer_params if b in uses.buffers]
-        shape_vars = {v for b in buffer_params for e in (*b.shape, *b.strides) for v in _vars_of(e)}
+        shape_vars = {v for b in buffer_params for v in free_vars((*b.shape, *b.strides))}
         params += [v for v in scalar_params if v in uses.vars or (v in shape_vars and v in uses.vars)]
         index = len(kernels)
         name = f"{func.name}_kernel{index}"
@@ -208,17 +209,6 @@ def _split_function(func: PrimFunc, taken: set[str]) -> list[PrimFunc]:
         )
     host_func = func.replace(body=body, attrs={**func.attrs, "kernels": tuple(k.name for k in kernels)})
     return [host_func, *kernels]
-
-
-def _vars_of(expr: PrimExpr) -> list[Var]:
-    found: list[Var] = []
-
-    class _Find(IRVisitor):
-        def visit_Var(self, node: Var) -> None:
-            found.append(node)
-
-    _Find().visit(expr)
-    return found
 
 
 def split_host_device(mod: IRModule) -> IRModule:

@@ -32,9 +32,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from tir.ir import Block, BlockRealize, Buffer, BufferLoad, BufferStore, Call, IntImm, PrimFunc, Stmt, Var
+from tir.ir import Block, BlockRealize, Buffer, BufferLoad, BufferStore, Call, PrimFunc, Stmt, Var
 from tir.ir.expr import Let
-from tir.ir.functor import post_order_visit
+from tir.ir.functor import free_vars, post_order_visit
 from tir.ir.stmt import For, LetStmt, SeqStmt
 
 __all__ = ["LAYOUT_FREE_ATTR", "PrepackSplit", "layout_free_names", "split_prepack"]
@@ -107,16 +107,8 @@ def _access(stmt: Stmt) -> _Access:
             writes.add(match.source.buffer)
     free = used - defined
     for buffer in buffers | reads | writes:  # a symbolic shape ties the statement to a call
-        free.update(v for v in _vars_of(buffer.shape) if v not in defined)
+        free.update(v for v in free_vars(buffer.shape) if v not in defined)
     return _Access(reads - inner, writes - inner, free)
-
-
-def _vars_of(exprs: Iterable[Any]) -> set[Var]:
-    found: set[Var] = set()
-    for expr in exprs:
-        if not isinstance(expr, IntImm):
-            post_order_visit(expr, lambda node: found.add(node) if isinstance(node, Var) else None)
-    return found
 
 
 def _statements(body: Stmt) -> list[Stmt]:

@@ -2,7 +2,7 @@
 result. Each raises ``ScheduleError`` or ``PostprocError`` with a reason when it cannot apply;
 the search counts rejected candidates by that reason.
 
-    for postproc in default_postprocs("llvm"):
+    for postproc in default_postprocs(Target.parse("llvm")):
         postproc.apply(sch)
 """
 
@@ -38,7 +38,7 @@ class Postproc:
         return f"{type(self).__name__}()"
 
 
-def default_postprocs(target: str | Target) -> list[Postproc]:
+def default_postprocs(target: Target) -> list[Postproc]:
     """The CPU postprocessors, in order: decompose reductions (so their init is a loop nest of
     its own, vectorized like any other), parallel / vectorize / unroll from the root
     annotations, then the validator. On CUDA: cooperative fetch, unbound blocks, the Tensor Core
@@ -47,8 +47,7 @@ def default_postprocs(target: str | Target) -> list[Postproc]:
     from metasched.space.postproc.rewrite_reduction_block import RewriteReductionBlock
     from metasched.space.postproc.verify import Verify
 
-    parsed = Target.parse(target)
-    if parsed.is_cuda:
+    if target.is_cuda:
         from metasched.space.postproc.rewrite_cooperative_fetch import RewriteCooperativeFetch
         from metasched.space.postproc.rewrite_tensor_core import RewriteTensorCore
         from metasched.space.postproc.rewrite_unbound_block import RewriteUnboundBlock
@@ -58,5 +57,5 @@ def default_postprocs(target: str | Target) -> list[Postproc]:
         # kernel given one, the Tensor Core init and update tensorized, then the validator
         # (thread extents, warp-level ops; shared memory measured on the lowered kernels,
         # where compaction and pipelining have sized it).
-        return [RewriteCooperativeFetch(), RewriteUnboundBlock(), RewriteTensorCore(), VerifyGPU(parsed)]
-    return [RewriteReductionBlock(), RewriteParallelVectorizeUnroll(), Verify(parsed)]
+        return [RewriteCooperativeFetch(), RewriteUnboundBlock(), RewriteTensorCore(), VerifyGPU(target)]
+    return [RewriteReductionBlock(), RewriteParallelVectorizeUnroll(), Verify(target)]

@@ -28,9 +28,9 @@ After::
 from __future__ import annotations
 
 from metasched.space.postproc import Postproc, PostprocError
+from tir.analysis.tree import TreeIndex
 from tir.ir import For, IntImm, post_order_visit
 from tir.schedule import Schedule
-from tir.schedule.tree import TreeIndex
 
 __all__ = ["COOPERATIVE_FETCH", "RewriteCooperativeFetch", "copy_loops", "kernel_thread_extent"]
 

@@ -77,7 +77,7 @@ def _blocks_under(stmt: Stmt) -> list[BlockRealize]:
             found.append(node)
             walk(node.block.body)
             return
-        from tir.schedule.tree import child_stmts
+        from tir.analysis.tree import child_stmts
 
         for child in child_stmts(node):
             walk(child)

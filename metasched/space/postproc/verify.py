@@ -14,8 +14,8 @@ class Verify(Postproc):
     name = "verify"
     checks_only = True
 
-    def __init__(self, target: str | Target | None = None) -> None:
-        self.target = Target.parse(target) if target is not None else None
+    def __init__(self, target: Target | None = None) -> None:
+        self.target = target
 
     def apply(self, sch: Schedule) -> None:
         problems = verify(sch.func, self.target)

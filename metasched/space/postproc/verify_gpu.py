@@ -53,8 +53,8 @@ class VerifyGPU(Postproc):
     name = "verify_gpu"
     checks_only = True
 
-    def __init__(self, target: str | Target) -> None:
-        self.target = Target.parse(target)
+    def __init__(self, target: Target) -> None:
+        self.target = target
 
     def apply(self, sch: Schedule) -> None:
         problems = [p for p in verify(sch.func, self.target) if p.rule != "shared-memory"]

@@ -5,7 +5,7 @@ A rule states which blocks it fits (from the block signature, never the name) an
 per choice; everything goes through ``Schedule`` methods, so each result's trace records it and
 replays with new sampling decisions.
 
-    rules = default_rules("llvm")
+    rules = default_rules(Target.parse("llvm"))
     for rule in rules:
         schedules = rule.apply(sch, block)
 """
@@ -45,7 +45,7 @@ def try_on_copy(sch: Schedule, step: Callable[[Schedule], Any]) -> Schedule | No
     return other
 
 
-def default_rules(target: str | Target, intrinsics: Sequence[str] | None = None) -> list[SketchRule]:
+def default_rules(target: Target, intrinsics: Sequence[str] | None = None) -> list[SketchRule]:
     """The CPU rules, in the order they run on each block: auto-inline, add-rfactor,
     multi-level tiling with a tensor intrinsic (when the target has intrinsics it uses by
     default, or ``intrinsics`` names some), multi-level tiling, parallel-vectorize-unroll (root
@@ -57,25 +57,24 @@ def default_rules(target: str | Target, intrinsics: Sequence[str] | None = None)
     from metasched.space.rules.parallel_vectorize_unroll import ParallelVectorizeUnroll
     from metasched.space.rules.random_compute_location import RandomComputeLocation
 
-    parsed = Target.parse(target)
-    if parsed.is_cuda:
-        return cuda_rules(parsed, intrinsics)
-    if not parsed.is_cpu:
-        raise ValueError(f"metasched has design-space rules for CPU (llvm) and CUDA targets only, got {parsed.text!r}")
+    if target.is_cuda:
+        return cuda_rules(target, intrinsics)
+    if not target.is_cpu:
+        raise ValueError(f"metasched has design-space rules for CPU (llvm) and CUDA targets only, got {target.text!r}")
     with_intrin: list[SketchRule] = []
-    if intrinsics is not None or default_intrinsics(parsed):
-        with_intrin.append(MultiLevelTilingWithIntrin(parsed, intrinsics))
+    if intrinsics is not None or default_intrinsics(target):
+        with_intrin.append(MultiLevelTilingWithIntrin(target, intrinsics))
     return [
         AutoInline(),
-        AddRFactor(parsed),
+        AddRFactor(target),
         *with_intrin,
-        MultiLevelTiling(parsed),
-        ParallelVectorizeUnroll(parsed),
+        MultiLevelTiling(target),
+        ParallelVectorizeUnroll(target),
         RandomComputeLocation(),
     ]
 
 
-def cuda_rules(target: str | Target, intrinsics: Sequence[str] | None = None) -> list[SketchRule]:
+def cuda_rules(target: Target, intrinsics: Sequence[str] | None = None) -> list[SketchRule]:
     """The CUDA rules: multi-level tiling with the Tensor Core intrinsics the target runs
     ("SSSRRSRS", WMMA and mma.sync; ``intrinsics``: only the groups using one of those names).
     A block no intrinsic fits is left as it is (the postprocessors give it a kernel of its

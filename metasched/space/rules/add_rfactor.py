@@ -35,11 +35,10 @@ LANES_STRUCTURE = "lanes"
 class AddRFactor(SketchRule):
     name = "add_rfactor"
 
-    def __init__(self, target: str | Target = "llvm", max_jobs_per_core: int = 16, min_reduce_extent: int = 64) -> None:
-        parsed = Target.parse(target)
-        self.max_parallel_extent = parsed.num_cores * max_jobs_per_core
+    def __init__(self, target: Target, max_jobs_per_core: int = 16, min_reduce_extent: int = 64) -> None:
+        self.max_parallel_extent = target.num_cores * max_jobs_per_core
         self.min_reduce_extent = min_reduce_extent
-        self.lanes = max(4, parsed.vector_bytes // 4)
+        self.lanes = max(4, target.vector_bytes // 4)
 
     def _in_lanes(self, sch: Schedule, block: BlockRV, info: Any) -> Schedule | None:
         """The row reduction in vector lanes: its innermost reduction loop, which every read

@@ -265,7 +265,7 @@ class MultiLevelTiling(SketchRule):
 
     def __init__(
         self,
-        target: str | Target = "llvm",
+        target: Target,
         max_innermost_factor: int = 64,
         max_reduce_innermost: int = 1024,
         write_levels: tuple[int, ...] = (1, 2),
@@ -274,7 +274,7 @@ class MultiLevelTiling(SketchRule):
         tails: bool = True,
         awkward_tails: bool = True,
     ) -> None:
-        self.target = Target.parse(target)
+        self.target = target
         self.max_innermost_factor = max_innermost_factor
         self.max_reduce_innermost = max_reduce_innermost
         self.write_levels = write_levels

@@ -62,17 +62,16 @@ __all__ = ["TENSORIZED", "MultiLevelTilingWithIntrin", "default_intrinsics", "pa
 TENSORIZED = "meta_schedule.auto_tensorize"
 
 
-def default_intrinsics(target: str | Target) -> list[str]:
+def default_intrinsics(target: Target) -> list[str]:
     """The intrinsics the rule uses when none are named (see the module docstring)."""
     from tir.intrin.arm import NEON_FMA_F32
     from tir.intrin.x86 import AVX2_FMA_F32
 
-    parsed = Target.parse(target)
     plain_float = {AVX2_FMA_F32, NEON_FMA_F32}
     return [
         name
-        for name in TensorIntrin.list(target=parsed)
-        if TensorIntrin.get(name).isa == parsed.isa and name not in plain_float
+        for name in TensorIntrin.list(target=target)
+        if TensorIntrin.get(name).isa == target.isa and name not in plain_float
     ]
 
 
@@ -82,12 +81,12 @@ class MultiLevelTilingWithIntrin(SketchRule):
 
     def __init__(
         self,
-        target: str | Target = "llvm",
+        target: Target,
         intrinsics: Sequence[str] | None = None,
         max_innermost_factor: int = 8,
         write_levels: tuple[int, ...] = (1, 2),
     ) -> None:
-        self.target = Target.parse(target)
+        self.target = target
         self.intrinsics = list(intrinsics) if intrinsics is not None else None
         self.write_levels = write_levels
         self.tiling = MultiLevelTiling(self.target, max_innermost_factor=max_innermost_factor)

@@ -118,16 +118,15 @@ GROUPS = (
 )
 
 
-def default_groups(target: str | Target) -> list[TensorCoreGroup]:
+def default_groups(target: Target) -> list[TensorCoreGroup]:
     """The groups whose every intrinsic the target can run (WMMA from sm_70, mma.sync sm_80)."""
-    parsed = Target.parse(target)
-    if not parsed.is_cuda:
+    if not target.is_cuda:
         return []
     found = []
     for group in GROUPS:
         names = (group.load_a, group.load_b, group.sync, group.fill, group.store, group.store_shared)
         try:
-            if all(TensorIntrin.get(n).available(parsed) for n in names):
+            if all(TensorIntrin.get(n).available(target) for n in names):
                 found.append(group)
         except IntrinError:
             continue
@@ -145,14 +144,14 @@ class MultiLevelTilingTensorCore(SketchRule):
 
     def __init__(
         self,
-        target: str | Target = "cuda -arch=sm_80",
+        target: Target,
         groups: Sequence[TensorCoreGroup] | None = None,
         max_warp_tiles: int = 4,
         max_warps: int = 2,
         max_k_tiles: int = 2,
         pipeline: tuple[bool, ...] = (True, False),
     ) -> None:
-        self.target = Target.parse(target)
+        self.target = target
         self.groups = list(groups) if groups is not None else default_groups(self.target)
         self.max_warp_tiles = max_warp_tiles
         self.max_warps = max_warps

@@ -29,13 +29,12 @@ class ParallelVectorizeUnroll(SketchRule):
 
     def __init__(
         self,
-        target: str | Target = "llvm",
+        target: Target,
         max_jobs_per_core: int = 16,
         unroll_depths: tuple[int, ...] = (0, 16, 64),
     ) -> None:
-        parsed = Target.parse(target)
-        self.max_parallel_extent = parsed.num_cores * max_jobs_per_core
-        self.max_vector_extent = 2 * parsed.vector_bytes // 4
+        self.max_parallel_extent = target.num_cores * max_jobs_per_core
+        self.max_vector_extent = 2 * target.vector_bytes // 4
         self.unroll_depths = unroll_depths
 
     def apply(self, sch: Schedule, block: BlockRV) -> list[Schedule]:

@@ -21,11 +21,11 @@ import math
 from metasched.space.analysis import TILED, block_info, is_output, kinds_driven, readers_of
 from metasched.space.rules import SketchRule, try_on_copy
 from metasched.space.rules.add_rfactor import LANES_STRUCTURE
+from tir.analysis.tree import TreeIndex
 from tir.ir import BlockRealize, For, IntImm, IterKind, PrimFunc, post_order_visit
 from tir.schedule import Schedule, ScheduleError
 from tir.schedule.handles import BlockRV
 from tir.schedule.primitives.compute_location import compute_at, scope_loops
-from tir.schedule.tree import TreeIndex
 
 __all__ = ["RandomComputeLocation", "exact_location"]
 

@@ -10,11 +10,12 @@ import pytest
 onnx = pytest.importorskip("onnx")
 pytest.importorskip("onnxruntime")
 
+from model_testing import assert_close, make_model, ort_run  # noqa: E402
 from onnx import helper  # noqa: E402
 
 from metasched import model as msm  # noqa: E402
 from metasched.model.fuse import partition  # noqa: E402
-from metasched.model.testing import assert_close, make_model, ort_run  # noqa: E402
+from metasched.model.plan import AssembledStep  # noqa: E402
 
 RNG = np.random.default_rng(0)
 
@@ -81,9 +82,10 @@ def nested() -> onnx.ModelProto:
 
 def kinds(model: onnx.ModelProto, layout: str = "auto") -> dict[str, int]:
     from metasched.model.layout import for_target
+    from tir.target import Target
 
     counts: dict[str, int] = {}
-    for group in partition(for_target(msm.from_onnx(model), "llvm", layout, False)):
+    for group in partition(for_target(msm.from_onnx(model), Target.parse("llvm"), layout, False)):
         key = f"{group.kind} {'+'.join(group.op_types)}"
         counts[key] = counts.get(key, 0) + 1
     return counts
@@ -93,9 +95,9 @@ def check(model: onnx.ModelProto, inputs: dict[str, np.ndarray], assembled: int)
     want = ort_run(model, inputs)
     for layout in ("NHWC", "NCHW"):
         compiled = msm.compile(msm.from_onnx(model), threads=2, layout=layout)
-        steps = compiled.plan["steps"]
-        assert sum(step["kind"] == "assembled" for step in steps) == assembled, layout
-        assert not any(step["kind"] == "call" and "concat" in step["func"] for step in steps), layout
+        steps = compiled.plan.steps
+        assert sum(isinstance(step, AssembledStep) for step in steps) == assembled, layout
+        assert not any("concat" in step.func for step in compiled.plan.calls), layout
         for name, value in want.items():
             assert_close(compiled.run(inputs)[name], value, name=f"{layout} {name}")
 
@@ -129,11 +131,11 @@ def test_a_concat_inside_a_concat_places_its_inputs_in_the_outer_one() -> None:
 def test_placed_values_live_at_their_offsets_in_the_plan_and_after_save_and_load(tmp_path) -> None:  # type: ignore[no-untyped-def]
     model = fire()
     compiled = msm.compile(msm.from_onnx(model), threads=1, layout="NHWC")
-    tensors = compiled.plan["tensors"]
-    placed = {name: t for name, t in tensors.items() if "byte_offset" in t}
-    assert sorted(t["byte_offset"] for t in placed.values()) == [0, 16 * 4]  # e1 then e3, channels-last
-    (base,) = {t["base"] for t in placed.values()}
-    assert tensors[base]["storage"] == "arena" and tensors[base]["shape"] == [1, 9, 7, 32]
+    tensors = compiled.plan.tensors
+    placed = {name: t for name, t in tensors.items() if t.byte_offset is not None}
+    assert sorted(t.byte_offset or 0 for t in placed.values()) == [0, 16 * 4]  # e1 then e3, channels-last
+    (base,) = {t.base for t in placed.values()}
+    assert base is not None and tensors[base].storage == "arena" and tensors[base].shape == (1, 9, 7, 32)
     inputs = {"x": r(1, 12, 9, 7)}
     compiled.save(tmp_path)
     assert_close(msm.load(tmp_path, threads=1).run(inputs)["y"], ort_run(model, inputs)["y"], name="loaded y")

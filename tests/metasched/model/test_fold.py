@@ -13,11 +13,11 @@ import pytest
 onnx = pytest.importorskip("onnx")
 pytest.importorskip("onnxruntime")
 
+from model_testing import make_model, ort_run  # noqa: E402
 from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 
 from metasched import model as msm  # noqa: E402
 from metasched.model import fold  # noqa: E402
-from metasched.model.testing import make_model, ort_run  # noqa: E402
 
 RNG = np.random.default_rng(0)
 I64, I32, F32 = np.int64, np.int32, np.float32

@@ -11,11 +11,11 @@ import pytest
 onnx = pytest.importorskip("onnx")
 pytest.importorskip("onnxruntime")
 
+from model_testing import assert_close, make_model, ort_run  # noqa: E402
 from onnx import helper  # noqa: E402
 
 from metasched import model as msm  # noqa: E402
 from metasched.model.fuse import partition  # noqa: E402
-from metasched.model.testing import assert_close, make_model, ort_run  # noqa: E402
 
 RNG = np.random.default_rng(0)
 
@@ -76,6 +76,7 @@ def test_a_gate_broadcast_over_pixels_is_computed_once_per_channel() -> None:
     from metasched.model.fuse import lower_group
     from metasched.model.layout import for_target
     from metasched.space.default import default_candidate
+    from tir.target import Target
 
     nodes = [
         helper.make_node("Conv", ["x", "w0"], ["a"], pads=[1, 1, 1, 1]),
@@ -86,7 +87,7 @@ def test_a_gate_broadcast_over_pixels_is_computed_once_per_channel() -> None:
     ]
     inits = {"w0": r(32, 8, 3, 3), "w": r(32, 32, 1, 1), "b": r(32)}
     model = make_model(nodes, {"x": r(1, 8, 12, 12)}, ["y"], inits)
-    graph = for_target(msm.from_onnx(model), "llvm")
+    graph = for_target(msm.from_onnx(model), Target.parse("llvm"))
     (group,) = [g for g in partition(graph) if "Sigmoid" in g.op_types]
     func = lower_group(graph, group)
     candidate = default_candidate(func, "llvm")
@@ -107,10 +108,11 @@ def test_a_depthwise_convolution_reads_its_padding_inline() -> None:
     from metasched.model.fuse import lower_group
     from metasched.model.layout import for_target
     from metasched.space.default import default_candidate, light_reduction
+    from tir.target import Target
 
     nodes = [helper.make_node("Conv", ["x", "w", "b"], ["y"], group=64, pads=[1, 1, 1, 1], strides=[2, 2])]
     model = make_model(nodes, {"x": r(1, 64, 20, 20)}, ["y"], {"w": r(64, 1, 3, 3), "b": r(64)})
-    graph = for_target(msm.from_onnx(model), "llvm")
+    graph = for_target(msm.from_onnx(model), Target.parse("llvm"))
     (group,) = [g for g in partition(graph) if "Conv" in g.op_types]
     func = lower_group(graph, group)
     assert light_reduction(func)

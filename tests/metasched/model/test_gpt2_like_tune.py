@@ -18,10 +18,11 @@ import pytest
 onnx = pytest.importorskip("onnx")
 pytest.importorskip("onnxruntime")
 
+from model_testing import assert_close, ort_run  # noqa: E402
+
 import metasched  # noqa: E402
 from metasched import model as msm  # noqa: E402
 from metasched.cost import FEATURE_NAMES, NUM_FEATURES, extract_features  # noqa: E402
-from metasched.model.testing import assert_close, ort_run  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[3]
 VOCAB, HIDDEN, SEQ, HEADS = 64, 32, 8, 2
@@ -197,7 +198,7 @@ def test_a_few_trials_tune_and_the_tuned_model_matches_onnxruntime(
     (lookup,) = [task for task in result.tasks if "gather" in task.name]
     assert lookup.trials >= 1 and lookup.best_seconds is not None
     tuned = msm.compile(graph, database=str(tmp_path), threads=1)
-    assert any(task["schedule"] == "database" for task in tuned.report.tasks)
+    assert any(task.schedule == "database" for task in tuned.report.tasks)
     assert_close(tuned.run({"ids": IDS})["logits"], want)
 
 

@@ -4,10 +4,10 @@ residual when nothing reads the residual afterwards, and only then; results matc
 from __future__ import annotations
 
 import numpy as np
+from model_testing import assert_close, make_model, ort_run
 from onnx import helper
 
 import metasched.model as msm
-from metasched.model.testing import assert_close, make_model, ort_run
 
 
 def _residual_block(residual_read_later: bool) -> object:
@@ -31,7 +31,7 @@ def _residual_block(residual_read_later: bool) -> object:
 
 
 def _aliases(compiled: msm.CompiledModel) -> dict[str, str]:
-    return {name: t["base"] for name, t in compiled.plan["tensors"].items() if t["storage"] == "alias"}
+    return {name: t.base for name, t in compiled.plan.tensors.items() if t.storage == "alias" and t.base is not None}
 
 
 def _check(model: object) -> msm.CompiledModel:
@@ -46,20 +46,18 @@ def _check(model: object) -> msm.CompiledModel:
 
 def test_residual_add_writes_over_a_residual_read_nowhere_else() -> None:
     compiled = _check(_residual_block(residual_read_later=False))
-    in_place = {
-        step["args"][-1] for step in compiled.plan["steps"] if step["kind"] == "call" and "_add" in step["func"]
-    }
+    in_place = {step.args[-1] for step in compiled.plan.calls if "_add" in step.func}
     (output,) = in_place
     assert output in _aliases(compiled)  # the residual add's output shares the residual's memory
     # ... and still counts among the intermediates the arena is compared with.
-    tensors = compiled.plan["tensors"]
-    written = {step["args"][-1] for step in compiled.plan["steps"] if step["kind"] == "call"}
-    nbytes = sum(int(np.prod(tensors[name]["shape"])) * 4 for name in written)
-    assert compiled.plan["intermediate_bytes"] == nbytes
+    tensors = compiled.plan.tensors
+    written = {step.args[-1] for step in compiled.plan.calls}
+    nbytes = sum(int(np.prod(tensors[name].shape)) * 4 for name in written)
+    assert compiled.plan.intermediate_bytes == nbytes
 
 
 def test_residual_read_later_keeps_its_memory() -> None:
     compiled = _check(_residual_block(residual_read_later=True))
-    for step in compiled.plan["steps"]:
-        if step["kind"] == "call" and "_add" in step["func"] and step["args"][-1] != "y":
-            assert step["args"][-1] not in _aliases(compiled)
+    for step in compiled.plan.calls:
+        if "_add" in step.func and step.args[-1] != "y":
+            assert step.args[-1] not in _aliases(compiled)

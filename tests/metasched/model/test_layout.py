@@ -9,12 +9,13 @@ import pytest
 onnx = pytest.importorskip("onnx")
 pytest.importorskip("onnxruntime")
 
+from model_testing import assert_close, make_model, ort_run  # noqa: E402
 from onnx import helper  # noqa: E402
 
 from metasched import model as msm  # noqa: E402
 from metasched.model.layout import TO_FIRST, TO_LAST, channels_last, for_target  # noqa: E402
 from metasched.model.ops.conv import LAYOUT_ATTR  # noqa: E402
-from metasched.model.testing import assert_close, make_model, ort_run  # noqa: E402
+from tir.target import Target  # noqa: E402
 
 RNG = np.random.default_rng(0)
 
@@ -62,9 +63,9 @@ def test_transposes_only_at_the_borders():  # type: ignore[no-untyped-def]
     # weights transposed once to (kh, kw, C, M); the input graph is unchanged
     assert last.constants["w1.nhwc"].shape == (3, 3, 8, 8)
     assert not any(n.op_type == "Transpose" for n in graph.nodes)
-    assert for_target(graph, "llvm", "NCHW") is graph
+    assert for_target(graph, Target.parse("llvm"), "NCHW") is graph
     with pytest.raises(ValueError, match="layout must be"):
-        for_target(graph, "llvm", "NWHC")
+        for_target(graph, Target.parse("llvm"), "NWHC")
 
 
 def test_dropout_with_its_mask_output_stays_channels_last():  # type: ignore[no-untyped-def]
@@ -242,7 +243,7 @@ def test_extract_tasks_agrees_with_compile():  # type: ignore[no-untyped-def]
     graph = msm.from_onnx(_block_model())
     keys = {task.key for task in msm.extract_tasks(graph, "llvm")}
     compiled = msm.compile(graph, threads=1)
-    assert keys == {task["key"] for task in compiled.report.tasks}
+    assert keys == {task.key for task in compiled.report.tasks}
     nchw = {task.key for task in msm.extract_tasks(graph, "llvm", layout="NCHW")}
     assert nchw != keys
 
@@ -250,7 +251,6 @@ def test_extract_tasks_agrees_with_compile():  # type: ignore[no-untyped-def]
 def test_profile_times_every_kernel_call():  # type: ignore[no-untyped-def]
     compiled = msm.compile(msm.from_onnx(_block_model()), threads=1)
     rows = compiled.profile({"x": r(1, 3, 17, 17)}, repeat=2)
-    calls = [s for s in compiled.plan["steps"] if s["kind"] == "call"]
-    assert sorted(row["group"] for row in rows) == sorted(s["group"] for s in calls)
-    assert [row["seconds"] for row in rows] == sorted((row["seconds"] for row in rows), reverse=True)
-    assert abs(sum(row["share"] for row in rows) - 1.0) < 1e-6
+    assert sorted(row.group for row in rows) == sorted(s.group for s in compiled.plan.calls)
+    assert [row.seconds for row in rows] == sorted((row.seconds for row in rows), reverse=True)
+    assert abs(sum(row.share for row in rows) - 1.0) < 1e-6

@@ -10,13 +10,13 @@ import pytest
 onnx = pytest.importorskip("onnx")
 pytest.importorskip("onnxruntime")
 
+from model_testing import assert_close, make_model, ort_run  # noqa: E402
 from onnx import helper  # noqa: E402
 
 from metasched import model as msm  # noqa: E402
 from metasched.model.compiled import SERIAL_FLOPS, serial_loops  # noqa: E402
 from metasched.model.layout import channels_last, to_first_perm, to_last_perm  # noqa: E402
 from metasched.model.ops.conv import LAYOUT_ATTR, padded_frames  # noqa: E402
-from metasched.model.testing import assert_close, make_model, ort_run  # noqa: E402
 from tir.ir.functor import post_order_visit  # noqa: E402
 from tir.ir.stmt import For, ForKind  # noqa: E402
 

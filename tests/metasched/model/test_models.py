@@ -11,15 +11,11 @@ import pytest
 onnx = pytest.importorskip("onnx")
 pytest.importorskip("onnxruntime")
 
+from bert_model import bert_encoder  # noqa: E402
+from model_testing import LIGHT_MODELS, assert_close, ort_run  # noqa: E402
+
 from metasched import model as msm  # noqa: E402
-from metasched.model.bert import bert_encoder  # noqa: E402
-from metasched.model.testing import (  # noqa: E402
-    LIGHT_MODELS,
-    assert_close,
-    light_model_path,
-    ort_run,
-    randomize_weights,
-)
+from metasched.cli.demo_model import light_model_path, randomize_weights  # noqa: E402
 
 
 def _check_light(name: str, tmp_path=None):  # type: ignore[no-untyped-def]
@@ -39,7 +35,7 @@ def test_squeezenet_default_schedules_save_load(tmp_path):  # type: ignore[no-un
     compiled, feeds, want = _check_light("squeezenet")
     report = compiled.report
     assert report is not None and report.arena_bytes < report.intermediate_bytes
-    assert any(t["schedule"] == "default" for t in report.tasks)
+    assert any(t.schedule == "default" for t in report.tasks)
     compiled.save(tmp_path / "m")
     loaded = msm.load(tmp_path / "m")
     got = loaded.run(feeds)
@@ -67,7 +63,7 @@ def _check_bert(seq, hidden, heads, layers):  # type: ignore[no-untyped-def]
 def test_bert_small():  # type: ignore[no-untyped-def]
     compiled = _check_bert(seq=16, hidden=64, heads=4, layers=2)
     # the two layers are the same tasks: deduplicated with weight 2
-    assert any(t["weight"] >= 2 for t in compiled.report.tasks)
+    assert any(t.weight >= 2 for t in compiled.report.tasks)
 
 
 @pytest.mark.slow

@@ -10,11 +10,11 @@ import pytest
 onnx = pytest.importorskip("onnx")
 pytest.importorskip("onnxruntime")
 
+from model_testing import make_model, ort_run  # noqa: E402
 from onnx import TensorProto, helper  # noqa: E402
 
 from metasched import model as msm  # noqa: E402
 from metasched.model.onnx import ModelImportError  # noqa: E402
-from metasched.model.testing import make_model, ort_run  # noqa: E402
 
 RNG = np.random.default_rng(3)
 

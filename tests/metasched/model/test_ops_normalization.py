@@ -11,12 +11,12 @@ import pytest
 onnx = pytest.importorskip("onnx")
 pytest.importorskip("onnxruntime")
 
+from model_testing import assert_close, make_model, ort_run  # noqa: E402
 from onnx import helper  # noqa: E402
 
 from metasched import model as msm  # noqa: E402
 from metasched.model.graph import Graph, Node, TensorInfo  # noqa: E402
 from metasched.model.onnx import MAX_OPSET  # noqa: E402
-from metasched.model.testing import assert_close, make_model, ort_run  # noqa: E402
 
 RNG = np.random.default_rng(13)
 

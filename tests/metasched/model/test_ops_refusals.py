@@ -8,10 +8,10 @@ import pytest
 
 onnx = pytest.importorskip("onnx")
 
+from model_testing import make_model  # noqa: E402
 from onnx import helper  # noqa: E402
 
 from metasched import model as msm  # noqa: E402
-from metasched.model.testing import make_model  # noqa: E402
 
 
 def z(*shape, dtype="float32"):  # type: ignore[no-untyped-def]

@@ -11,11 +11,11 @@ import pytest
 onnx = pytest.importorskip("onnx")
 pytest.importorskip("onnxruntime")
 
+from model_testing import assert_close, make_model, ort_run  # noqa: E402
 from onnx import helper  # noqa: E402
 
 from metasched import model as msm  # noqa: E402
 from metasched.model.ops import selection  # noqa: E402
-from metasched.model.testing import assert_close, make_model, ort_run  # noqa: E402
 
 RNG = np.random.default_rng(11)
 

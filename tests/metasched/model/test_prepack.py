@@ -4,11 +4,11 @@ them (from the database) runs with the packing done at compile time."""
 from __future__ import annotations
 
 import numpy as np
+from model_testing import assert_close, make_model, ort_run
 from onnx import helper
 
 import metasched.model as msm
 from metasched.database import Database, TuningRecord
-from metasched.model.testing import assert_close, make_model, ort_run
 from metasched.task import workload_hash
 from tir.schedule import Schedule
 from tir.target import Target
@@ -50,8 +50,8 @@ def test_constants_are_layout_free_and_packed_weights_are_made_at_compile_time(t
         database.commit_workload(task.func)
         database.commit_record(TuningRecord(workload_hash(task.func), target, _packing_trace(task.func), 1e-3))
     compiled = msm.compile(graph, database=database, threads=1)
-    assert {t["schedule"] for t in compiled.report.tasks} == {"database"}
-    constants = compiled.plan["constants"]
+    assert {t.schedule for t in compiled.report.tasks} == {"database"}
+    constants = compiled.plan.constants
     packed = [name for name in constants if ":" in name]
     assert len(packed) == 2 and "W1" not in constants and "W2" not in constants
     x = np.random.default_rng(1).standard_normal((8, 64)).astype("float32")
@@ -75,6 +75,6 @@ def test_a_transposed_constant_is_packed_in_its_logical_order(tmp_path) -> None:
         database.commit_workload(task.func)
         database.commit_record(TuningRecord(workload_hash(task.func), target, _packing_trace(task.func), 1e-3))
     compiled = msm.compile(graph, database=database, threads=1)
-    assert any(":" in name for name in compiled.plan["constants"])  # the weight was packed at compile time
+    assert any(":" in name for name in compiled.plan.constants)  # the weight was packed at compile time
     x = rng.standard_normal((8, 64)).astype("float32")
     assert_close(compiled.run({"x": x})["y"], ort_run(model, {"x": x})["y"])

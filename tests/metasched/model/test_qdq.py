@@ -11,12 +11,12 @@ onnx = pytest.importorskip("onnx")
 pytest.importorskip("onnxruntime")
 quantization = pytest.importorskip("onnxruntime.quantization")
 
+from model_testing import make_model, ort_run  # noqa: E402
 from onnx import helper, numpy_helper  # noqa: E402
 
 import metasched  # noqa: E402
 from metasched import model as msm  # noqa: E402
 from metasched.model.qdq import QADD, QCONV, QMATMUL, onnxruntime_saturates_pairs  # noqa: E402
-from metasched.model.testing import make_model, ort_run  # noqa: E402
 
 RNG = np.random.default_rng(0)
 #: The share of outputs within one quantization step of onnxruntime's that the issue asks for.

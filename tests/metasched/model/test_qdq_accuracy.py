@@ -24,11 +24,11 @@ import pytest
 onnx = pytest.importorskip("onnx")
 ort = pytest.importorskip("onnxruntime")
 
+from model_testing import make_model  # noqa: E402
 from onnx import helper  # noqa: E402
 
 from metasched import model as msm  # noqa: E402
 from metasched.model.qdq import INT16_PAIRS_ENV, QCONV, QMATMUL, onnxruntime_saturates_pairs  # noqa: E402
-from metasched.model.testing import make_model  # noqa: E402
 
 # ---------------------------------------------------------------- onnxruntime's arithmetic in numpy
 

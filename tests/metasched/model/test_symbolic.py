@@ -9,10 +9,11 @@ import pytest
 onnx = pytest.importorskip("onnx")
 pytest.importorskip("onnxruntime")
 
+from model_testing import assert_close, ort_run  # noqa: E402
 from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 
 from metasched import model as msm  # noqa: E402
-from metasched.model.testing import assert_close, light_model_path, ort_run, randomize_weights  # noqa: E402
+from metasched.cli.demo_model import light_model_path, randomize_weights  # noqa: E402
 
 
 def _init(name, array):
@@ -105,7 +106,7 @@ def recognizer():  # type: ignore[no-untyped-def]
 def test_classifier_symbolic_batch_one_build_every_batch(classifier):  # type: ignore[no-untyped-def]
     model, compiled = classifier
     assert compiled.input_specs == {"x": (("N", 3, 16, 16), "float32")}
-    assert all(task["schedule"] != "unscheduled" for task in compiled.report.tasks)
+    assert all(task.schedule != "unscheduled" for task in compiled.report.tasks)
     library = compiled.library_path
     for n in (1, 2, 5, 16):
         feeds = {"x": _rand(n, 3, 16, 16)}
@@ -141,7 +142,7 @@ def test_line_recognizer_symbolic_width(recognizer):  # type: ignore[no-untyped-
 
 def test_reports_say_where_each_schedule_came_from(recognizer):  # type: ignore[no-untyped-def]
     _, compiled = recognizer
-    sources = [task["schedule"] for task in compiled.report.tasks]
+    sources = [task.schedule for task in compiled.report.tasks]
     assert any(s.startswith("default (W=100)") for s in sources), sources
     for source in sources:  # a fallback always gives its reason
         assert source.startswith("default (W=100)") or "did not replay" in source, source
@@ -253,7 +254,7 @@ def test_light_squeezenet_with_symbolic_batch():  # type: ignore[no-untyped-def]
             dims[0].Clear()
             dims[0].dim_param = "N"
     compiled = msm.compile(model, symbolic={"N": 1})
-    name = compiled.plan["inputs"][0]
+    name = compiled.plan.inputs[0]
     for n in (1, 3):
         feeds = {name: _rand(n, 3, 224, 224)}
         want = ort_run(model, feeds, threads=2)

@@ -9,11 +9,11 @@ import pytest
 onnx = pytest.importorskip("onnx")
 pytest.importorskip("onnxruntime")
 
+from model_testing import assert_close, make_model, ort_run  # noqa: E402
 from onnx import helper  # noqa: E402
 
 from metasched import model as msm  # noqa: E402
 from metasched.model.layout import WINOGRAD_AT, WINOGRAD_BT, channels_last, winograd_weights  # noqa: E402
-from metasched.model.testing import assert_close, make_model, ort_run  # noqa: E402
 
 RNG = np.random.default_rng(0)
 
@@ -109,6 +109,6 @@ def test_winograd_is_used_where_the_tuner_was(tmp_path: object) -> None:
     graph = msm.from_onnx(_conv_model(x, 8, pads=[1, 1, 1, 1]))
     assert any("winogradconv" in t.name for t in msm.extract_tasks(graph))
     assert not any("winogradconv" in t.name for t in msm.extract_tasks(graph, winograd=False))
-    assert not any("winogradconv" in t["name"] for t in msm.compile(graph, threads=1).report.tasks)
+    assert not any("winogradconv" in t.name for t in msm.compile(graph, threads=1).report.tasks)
     tuned = msm.compile(graph, threads=1, database=str(tmp_path))
-    assert any("winogradconv" in t["name"] for t in tuned.report.tasks)
+    assert any("winogradconv" in t.name for t in tuned.report.tasks)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 
+from tir.analysis.tree import TreeIndex, replace_stmt
 from tir.arith import Analyzer, eval_interval, relax_range, simplify, union_regions
 from tir.ir import (
     KNOWN_SCOPES,
@@ -37,6 +38,8 @@ from tir.ir import (
     Sub,
     Var,
     const,
+    free_vars,
+    is_const_int,
     replace_buffers,
     substitute,
 )
@@ -46,7 +49,6 @@ from tir.schedule.primitives._common import (
     buffer_names,
     unique_name,
 )
-from tir.schedule.tree import TreeIndex, replace_stmt
 
 
 def check_scope_name(primitive: str, target: str, scope: str) -> None:
@@ -167,16 +169,7 @@ def accesses(node: Stmt | PrimExpr | None, buffer: Buffer, skip: frozenset[int] 
 
 
 def uses_vars(expr: PrimExpr, variables: Sequence[Var] | set[Var]) -> set[Var]:
-    wanted = set(variables)
-    found: set[Var] = set()
-
-    class Find(IRVisitor):
-        def visit_Var(self, var: Var) -> None:
-            if var in wanted:
-                found.add(var)
-
-    Find().visit(expr)
-    return found
+    return set(free_vars(expr)).intersection(variables)
 
 
 def as_dtype(expr: PrimExpr, like: PrimExpr) -> PrimExpr:
@@ -185,10 +178,6 @@ def as_dtype(expr: PrimExpr, like: PrimExpr) -> PrimExpr:
     if isinstance(expr, IntImm):
         return IntImm(expr.value, like.dtype)
     return Cast(like.dtype, expr)
-
-
-def _is_zero(expr: PrimExpr) -> bool:
-    return isinstance(expr, IntImm) and expr.value == 0
 
 
 def copy_nest(name: str, source: Buffer, target: Buffer, region: Sequence[Range]) -> Stmt:
@@ -205,7 +194,7 @@ def copy_nest(name: str, source: Buffer, target: Buffer, region: Sequence[Range]
         loop_vars.append(loop_var)
         iter_vars.append(IterVar(Var(f"v{dim}", extent.dtype), Range(const(0, extent.dtype), extent), IterKind.SPATIAL))
         start = as_dtype(rng.min, extent)
-        bindings.append(loop_var if _is_zero(start) else simplify(start + loop_var))
+        bindings.append(loop_var if is_const_int(start, 0) else simplify(start + loop_var))
     point = tuple(iv.var for iv in iter_vars)
     block = Block(
         name,

@@ -32,10 +32,10 @@ associative, as in TVM.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from tir.analysis.reduction import identity_ok
 from tir.ir import (
     Add,
     Buffer,
@@ -47,11 +47,11 @@ from tir.ir import (
     Max,
     Min,
     Mul,
-    Node,
     PrimExpr,
     SeqStmt,
     Stmt,
     Var,
+    free_vars,
     post_order_visit,
 )
 from tir.ir.expr import EQ, GE, GT, LE, LT, And, Or, Select
@@ -61,40 +61,6 @@ from tir.schedule.errors import ScheduleError
 Fail = Callable[[str, object], ScheduleError]
 
 _OP_NAMES: dict[type, str] = {Add: "+", Mul: "*", Max: "T.max", Min: "T.min"}
-
-
-# ===================================================================== identities
-
-
-def identity_ok(op: type, value: PrimExpr) -> tuple[bool, str]:
-    """Whether ``value`` is the identity of ``op`` (Add, Mul, Max, Min) for its dtype, and what
-    was expected."""
-    dtype = value.dtype
-    if op is Add:
-        return isinstance(value, (IntImm, FloatImm)) and value.value == 0, "0"
-    if op is Mul:
-        return isinstance(value, (IntImm, FloatImm)) and value.value == 1, "1"
-    lowest = op is Max
-    if isinstance(value, IntImm):
-        want = dtype.min_value() if lowest else dtype.max_value()
-        return value.value == want, str(want)
-    if isinstance(value, FloatImm):
-        finite = _float_max(str(dtype))
-        if lowest:
-            ok = value.value == -math.inf or (finite is not None and value.value == -finite)
-            return ok, f'T.{dtype}("-inf") or the lowest {dtype}'
-        ok = value.value == math.inf or (finite is not None and value.value == finite)
-        return ok, f'T.{dtype}("inf") or the largest {dtype}'
-    return False, "a constant"
-
-
-def _float_max(dtype: str) -> float | None:
-    try:
-        import numpy as np
-
-        return float(np.finfo(dtype).max)
-    except (TypeError, ValueError):
-        return None
 
 
 # ===================================================================== the block taken apart
@@ -224,7 +190,7 @@ def _stores_after_lets(
     if len(let_ids) != len(lets):
         raise fail("the body binds one let variable twice", body)
     for var, value in lets:
-        used = sorted(v.name for v in _vars_in(value) if id(v) in let_ids)
+        used = sorted(v.name for v in free_vars(value) if id(v) in let_ids)
         if used:
             raise fail(
                 f"the value bound to {var.name} uses the let variable(s) {used}; each new value must be computed "
@@ -273,12 +239,6 @@ def _stores_after_lets(
 
 def _shape(buffer: Buffer) -> str:
     return "(" + ", ".join(str(e) for e in buffer.shape) + ("," if len(buffer.shape) == 1 else "") + ")"
-
-
-def _vars_in(node: Node) -> list[Var]:
-    found: list[Var] = []
-    post_order_visit(node, lambda n: found.append(n) if isinstance(n, Var) else None)
-    return found
 
 
 def _reads(expr: PrimExpr, buffers: Sequence[Buffer]) -> list[Buffer]:

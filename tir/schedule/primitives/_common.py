@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
+from tir.analysis.tree import TreeIndex
 from tir.arith import simplify
 from tir.ir import (
     Block,
@@ -22,7 +23,6 @@ from tir.ir import (
     substitute,
 )
 from tir.schedule.errors import ScheduleError
-from tir.schedule.tree import TreeIndex
 
 
 class _SubstituteAndSimplify(IRMutator):

@@ -17,9 +17,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 
 from tir.analysis.init_order import InitOrderProblem, init_order_problem
-from tir.ir import Block, BlockRealize, For, IntImm, PrimFunc, Range, Var, post_order_visit
+from tir.analysis.tree import TreeIndex
+from tir.ir import Block, BlockRealize, For, IntImm, PrimFunc, Range, Var, free_vars, post_order_visit
 from tir.schedule.errors import ScheduleError
-from tir.schedule.tree import TreeIndex
 
 #: What a refusal suggests instead.
 ADVICE = (
@@ -43,10 +43,7 @@ def init_order_at(index: TreeIndex, realize: BlockRealize) -> InitOrderProblem |
 
 def _size_ranges(func: PrimFunc) -> dict[Var, Range]:
     """Parameter sizes are at least 1 (what the validator assumes too)."""
-    sizes: list[Var] = []
-    for buffer in func.buffer_params:
-        for extent in buffer.shape:
-            post_order_visit(extent, lambda node: sizes.append(node) if isinstance(node, Var) else None)
+    sizes = free_vars(tuple(extent for buffer in func.buffer_params for extent in buffer.shape))
     return {var: Range(IntImm(1, var.dtype), IntImm(var.dtype.max_value() - 1, var.dtype)) for var in sizes}
 
 

@@ -11,6 +11,7 @@ from typing import Any
 
 import numpy as np
 
+from tir.analysis.tree import TreeIndex
 from tir.arith import Analyzer
 from tir.arith.evaluate import evaluate_int
 from tir.arith.int_set import eval_interval
@@ -35,8 +36,9 @@ from tir.ir import (
     Stmt,
     Var,
     const,
+    is_const_int,
 )
-from tir.ir.functor import contains
+from tir.ir.functor import contains, free_vars
 from tir.schedule.errors import ScheduleError
 from tir.schedule.index_map import IndexMap
 from tir.schedule.primitives._common import (  # noqa: F401  (re-exported for layout.py)
@@ -47,7 +49,6 @@ from tir.schedule.primitives._common import (  # noqa: F401  (re-exported for la
     top_position,
     unique_name,
 )
-from tir.schedule.tree import TreeIndex
 
 #: Largest number of points an index map is enumerated over when iter_map cannot decide it.
 ENUMERATION_LIMIT = 1 << 16
@@ -286,22 +287,6 @@ def stores_unconditionally(stmt: Stmt | None, buffer: Buffer) -> bool:
     return False
 
 
-def free_vars(node: Any) -> list[Var]:
-    """Variables used in ``node``, in first-use order."""
-    found: dict[int, Var] = {}
-
-    class Find(IRVisitor):
-        def visit_Var(self, var: Var) -> None:
-            found.setdefault(id(var), var)
-
-    Find().visit(node)
-    return list(found.values())
-
-
-def is_zero(expr: PrimExpr) -> bool:
-    return isinstance(expr, IntImm) and expr.value == 0
-
-
 def is_true(expr: PrimExpr) -> bool:
     return isinstance(expr, IntImm) and expr.value == 1 and expr.dtype.is_bool
 
@@ -355,7 +340,7 @@ def trivial_loop_nest(
                 block_header(realize),
             )
         if not (
-            is_zero(loop.min)
+            is_const_int(loop.min, 0)
             and analyzer.can_prove_equal(iter_var.dom.min, 0)
             and analyzer.can_prove_equal(loop.extent, iter_var.dom.extent)
         ):
@@ -391,7 +376,7 @@ def range_text(rng: Range) -> str:
     """``[lo, hi)`` of a range, folded when its ends are constants."""
     if isinstance(rng.min, IntImm) and isinstance(rng.extent, IntImm):
         return f"[{rng.min.value}, {rng.min.value + rng.extent.value})"
-    if is_zero(rng.min):
+    if is_const_int(rng.min, 0):
         return f"[0, {rng.extent})"
     return f"[{rng.min}, {rng.min} + {rng.extent})"
 

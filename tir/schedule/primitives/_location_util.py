@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from tir.analysis.tree import TreeIndex, child_stmts
 from tir.arith import Analyzer
 from tir.arith.iter_map import detect_iter_map
 from tir.ir import (
@@ -35,25 +36,12 @@ from tir.ir import (
     SeqStmt,
     Stmt,
     Var,
-    post_order_visit,
+    free_vars,
     substitute,
 )
 from tir.ir.expr import conjunction
 from tir.schedule.errors import ScheduleError
 from tir.schedule.primitives._common import block_target
-from tir.schedule.tree import TreeIndex, child_stmts
-
-
-def free_vars(expr: PrimExpr) -> set[Var]:
-    """Variables used in ``expr``."""
-    found: set[Var] = set()
-
-    def visit(node: object) -> None:
-        if isinstance(node, Var):
-            found.add(node)
-
-    post_order_visit(expr, visit)
-    return found
 
 
 def is_true(expr: PrimExpr) -> bool:
@@ -187,7 +175,7 @@ def iterator_predicate(primitive: str, realize: BlockRealize, dom_map: dict[Var,
     for condition in conjuncts(realize.predicate):
         if _is_domain_bound(condition, realize, analyzer):
             continue
-        if not free_vars(condition) <= set(iterator_of):
+        if not set(free_vars(condition)) <= set(iterator_of):
             raise ScheduleError(
                 primitive,
                 block_target(realize),
@@ -241,13 +229,13 @@ def point_index_map(indices: Sequence[PrimExpr], block: Block, analyzer: Analyze
     simple: list[DimMap] = []
     complex_dims: list[int] = []
     for dim, index in enumerate(indices):
-        used = free_vars(index) & own
+        used = set(free_vars(index)) & own
         if not used:
             continue
         if len(used) == 1:
             var = next(iter(used))
             offset = analyzer.simplify(index - var)
-            if not (free_vars(offset) & own):
+            if not (set(free_vars(offset)) & own):
                 simple.append(DimMap(dim, var, offset))
                 continue
         complex_dims.append(dim)
@@ -311,7 +299,7 @@ def swept_image(
             known.pop(loop.loop_var, None)
     # A nest whose bounds depend on its own loops is not a box of loop points.
     for loop in index.loops_above(realize):
-        if free_vars(loop.min) & set(sweep) or free_vars(loop.extent) & set(sweep):
+        if set(free_vars((loop.min, loop.extent))) & set(sweep):
             return None
     # A conjunct on the fixed loops alone says in which of their iterations the block runs at
     # all, which a box per iteration cannot say: it must hold always.
@@ -320,7 +308,7 @@ def swept_image(
         analyzer.bind(var, dom)
     swept: list[PrimExpr] = []
     for condition in conjuncts(realize.predicate):
-        if free_vars(condition) & set(sweep):
+        if set(free_vars(condition)) & set(sweep):
             swept.append(condition)
         elif not analyzer.can_prove(condition):
             return None

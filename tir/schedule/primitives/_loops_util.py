@@ -34,6 +34,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from tir.analysis.tree import child_stmts
 from tir.arith import RangeRelaxer, simplify
 from tir.arith.evaluate import evaluate_int
 from tir.arith.iter_map import determined_vars
@@ -55,12 +56,12 @@ from tir.ir import (
     Stmt,
     Sub,
     Var,
+    is_const_int,
     post_order_visit,
     substitute,
 )
 from tir.ir.structural import structural_equal
 from tir.schedule.errors import ScheduleError
-from tir.schedule.tree import child_stmts
 
 #: Enumerate at most this many iterations when proving that keys tell iterations apart.
 MAX_ENUMERATED_ITERATIONS = 1 << 16
@@ -247,7 +248,7 @@ def check_iterator_kinds(
                     iter_var.kind
                 ]
                 dom = iter_var.dom
-                shown = str(dom.extent) if _is_zero(dom.min) else f"({dom.min}, {dom.min + dom.extent})"
+                shown = str(dom.extent) if is_const_int(dom.min, 0) else f"({dom.min}, {dom.min + dom.extent})"
                 raise ScheduleError(
                     primitive,
                     target,
@@ -268,10 +269,6 @@ def _block_uses(block: Block, variables: Sequence[Var]) -> bool:
     if block.init is not None:
         parts.append(block.init)
     return any(uses_any(part, variables) for part in parts)
-
-
-def _is_zero(expr: PrimExpr) -> bool:
-    return isinstance(expr, IntImm) and expr.value == 0
 
 
 # ---------------------------------------------------------------- footprints

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
+from tir.analysis.tree import TreeIndex
 from tir.arith import Analyzer, simplify
 from tir.ir import (
     And,
@@ -32,27 +33,13 @@ from tir.ir import (
     SeqStmt,
     Stmt,
     Var,
+    free_vars,
     post_order_visit,
     substitute,
 )
 from tir.schedule.errors import ScheduleError
 from tir.schedule.primitives._common import block_target
 from tir.schedule.primitives.loops import _detect_bindings as detect_block_bindings
-from tir.schedule.tree import TreeIndex
-
-
-def vars_in(node: Node | Iterable[Node]) -> set[Var]:
-    """Variables used (not defined) in ``node``."""
-    found: set[Var] = set()
-
-    def note(n: Node) -> None:
-        if isinstance(n, Var):
-            found.add(n)
-
-    nodes = [node] if isinstance(node, Node) else list(node)
-    for item in nodes:
-        post_order_visit(item, note)
-    return found
 
 
 def conjuncts(predicate: PrimExpr) -> list[PrimExpr]:
@@ -127,9 +114,9 @@ class ReductionShape:
         self.spatial_loop_vars: set[Var] = set()
         self.reduce_loop_vars: set[Var] = set()
         for k in self.spatial:
-            self.spatial_loop_vars |= vars_in(realize.iter_values[k]) & loop_vars
+            self.spatial_loop_vars |= set(free_vars(realize.iter_values[k])) & loop_vars
         for k in self.reduce:
-            self.reduce_loop_vars |= vars_in(realize.iter_values[k]) & loop_vars
+            self.reduce_loop_vars |= set(free_vars(realize.iter_values[k])) & loop_vars
 
     def fail(self, rule: str, fragment: object = None) -> ScheduleError:
         return ScheduleError(self.primitive, block_target(self.realize), rule, fragment)
@@ -180,7 +167,7 @@ class ReductionShape:
             if id(buffer) in seen:
                 raise self.fail(f"the init stores to {buffer.name} twice", self.block.init)
             seen.add(id(buffer))
-            used = vars_in(store.indices) & reduce_vars
+            used = set(free_vars(store.indices)) & reduce_vars
             if used:
                 names = sorted(v.name for v in used)
                 raise self.fail(
@@ -292,7 +279,7 @@ def _tile_dim_of(rng: Range, var: Var, spatial_vars: set[Var]) -> bool:
         return False
     start = simplify(rng.min)
     rest = simplify(substitute(start, {var: IntImm(0, var.dtype)}))
-    if vars_in(rest) & spatial_vars:
+    if set(free_vars(rest)) & spatial_vars:
         return False
     step = simplify(start - rest)
     coefficient = simplify(substitute(step, {var: IntImm(1, var.dtype)}))
@@ -315,7 +302,7 @@ def indices_injective(indices: Sequence[PrimExpr], spatial_ivs: Sequence[IterVar
             if index.dtype != iv.var.dtype:
                 continue
             # index = +-v + (something without spatial iterators) tells v apart.
-            if any(not (vars_in(simplify(rest)) & spatial_vars) for rest in (index - iv.var, index + iv.var)):
+            if any(not (set(free_vars(simplify(rest))) & spatial_vars) for rest in (index - iv.var, index + iv.var)):
                 found = True
                 break
         if not found:
@@ -379,7 +366,7 @@ def loop_copy(loop: For, var: Var, body: Stmt, vmap: dict[Var, PrimExpr]) -> For
 
 def insert_next_to(index: TreeIndex, anchor: Stmt, new: Stmt, after: bool) -> PrimFunc:
     """The function of ``index`` with ``new`` placed right before (or after) ``anchor``."""
-    from tir.schedule.tree import replace_stmt
+    from tir.analysis.tree import replace_stmt
 
     parent = index.parent_of(anchor)
     if isinstance(parent, SeqStmt):

@@ -21,6 +21,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
+from tir.analysis.reduction import match_reduction
+from tir.analysis.tree import TreeIndex, child_stmts, replace_stmt
 from tir.arith import Analyzer, RangeRelaxer, simplify
 from tir.ir import (
     THREAD_TAGS,
@@ -46,7 +48,7 @@ from tir.ir import (
 )
 from tir.schedule.errors import ScheduleError
 from tir.schedule.handles import BlockRV, ExprRV, LoopRV
-from tir.schedule.primitives._common import doc_from, loop_target
+from tir.schedule.primitives._common import doc_from, find_block, loop_target
 from tir.schedule.primitives._loops_util import (
     BlockSite,
     check_disjoint_footprints,
@@ -57,7 +59,6 @@ from tir.schedule.primitives._loops_util import (
     uses_any,
 )
 from tir.schedule.primitives._reduction_util import ReductionShape, init_stores
-from tir.schedule.tree import TreeIndex, child_stmts, replace_stmt
 
 _VERB = {
     ForKind.PARALLEL: "parallelized",
@@ -589,8 +590,6 @@ def _cross_thread_reduction(loop: For, thread_axis: str) -> str | None:
     lowering then combines the threads' partial values with warp shuffles
     (``tir.transform.lower_cross_thread_reduction``).
     """
-    from tir.transform.lower_cross_thread_reduction import match_reduction
-
     if thread_axis != "threadIdx.x":
         return None
     try:
@@ -659,9 +658,7 @@ def _annotated_stmt(index: TreeIndex, target: str | Var, primitive: str) -> tupl
     if isinstance(target, Var):
         loop = _find_loop(index, target, primitive)
         return loop, loop_target(loop)
-    realize = index.blocks.get(target)
-    if realize is None:
-        raise ScheduleError(primitive, f"block {target!r}", "no such block")
+    realize = find_block(index, target, primitive)
     return realize, f"block {target!r}"
 
 

@@ -16,13 +16,13 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from tir.analysis.tree import TreeIndex
 from tir.ir import Block, Buffer, IntImm, IRVisitor, PrimFunc, replace_buffers
 from tir.ir.buffer import axis_separators_problem
 from tir.schedule.errors import ScheduleError
 from tir.schedule.handles import BlockRV
 from tir.schedule.primitives._common import block_target, doc_from, find_block
 from tir.schedule.primitives._layout_util import allocating_block, normalize_buffer_arg, region_buffer
-from tir.schedule.tree import TreeIndex
 
 
 def set_axis_separator(

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from tir.analysis import infer_block_access
+from tir.analysis.tree import TreeIndex, replace_stmt
 from tir.ir import (
     Block,
     BlockRealize,
@@ -30,7 +31,6 @@ from tir.schedule.errors import ScheduleError
 from tir.schedule.handles import BlockRV
 from tir.schedule.primitives._common import block_target, doc_from, find_block
 from tir.schedule.primitives._layout_util import region_buffer
-from tir.schedule.tree import TreeIndex, replace_stmt
 
 
 def reorder_block_iter_var(func: PrimFunc, block_name: str, new_order: Sequence[int]) -> PrimFunc:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from tir.analysis import infer_block_access
+from tir.analysis.tree import TreeIndex, replace_stmt
 from tir.arith import Analyzer, simplify
 from tir.arith.iter_map import detect_iter_map, inverse_iter_map
 from tir.intrin import IntrinError, TensorIntrin
@@ -26,25 +27,12 @@ from tir.ir import (
 from tir.ir.expr import GE, GT, LE, LT, Add, FloorDiv, IntImm, Mul, Sub, conjunction
 from tir.schedule.errors import ScheduleError
 from tir.schedule.handles import BlockRV, LoopRV
-from tir.schedule.primitives._blockize_util import (
-    Division,
-    DivisionError,
-    Instantiator,
-    Matcher,
-    MatchFailure,
-    buffer_regions,
-    conjuncts,
-    divide_binding,
-    is_true,
-    prove_equal,
-    rebuilt,
-    show,
-    uses_any,
-    var_ids,
-)
+from tir.schedule.primitives._binding_division import Division, DivisionError, divide_binding, rebuilt
 from tir.schedule.primitives._common import doc_from, loop_target
+from tir.schedule.primitives._expr_util import conjuncts, is_true, prove_equal, uses_any, var_ids
+from tir.schedule.primitives._fresh_copy import Instantiator
 from tir.schedule.primitives._init_order_util import check_init_order
-from tir.schedule.tree import TreeIndex, replace_stmt
+from tir.schedule.primitives._tensorize_match import Matcher, MatchFailure, buffer_regions, show
 
 # ===================================================================== blockize
 

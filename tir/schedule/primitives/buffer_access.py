@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from tir.analysis.tree import TreeIndex, replace_stmt
 from tir.arith import Analyzer
 from tir.ir import Block, BufferLoad, BufferRegion, BufferStore, IntImm, PrimExpr, PrimFunc, Range, Var, convert
 from tir.ir import post_order_visit as _visit
@@ -24,7 +25,6 @@ from tir.schedule.errors import ScheduleError
 from tir.schedule.handles import BlockRV
 from tir.schedule.primitives._common import block_target, doc_from, find_block
 from tir.schedule.primitives._layout_util import region_buffer
-from tir.schedule.tree import TreeIndex, replace_stmt
 
 #: The most iterator values checked one by one when the region cannot be proved symbolically.
 MAX_CHECKED_POINTS = 1 << 22

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from tir.analysis.tree import TreeIndex, replace_stmt
 from tir.arith import Analyzer, simplify, union_regions
 from tir.ir import (
     Block,
@@ -58,7 +59,6 @@ from tir.schedule.primitives._common import (
     top_position,
 )
 from tir.schedule.primitives.cache_write import cache_write
-from tir.schedule.tree import TreeIndex, replace_stmt
 
 __all__ = ["CachePrimitives", "cache_read", "cache_write", "check_scope_name", "set_scope", "storage_align"]
 

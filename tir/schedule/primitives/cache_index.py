@@ -18,6 +18,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from tir.analysis.tree import TreeIndex, replace_stmt
 from tir.arith import Analyzer
 from tir.ir import (
     Block,
@@ -48,6 +49,7 @@ from tir.ir import (
     StringImm,
     Var,
     const,
+    free_vars,
     post_order_visit,
     substitute,
 )
@@ -67,7 +69,6 @@ from tir.schedule.primitives._common import (
 )
 from tir.schedule.primitives._layout_util import ReplaceStmts, outer_vars, scope_of
 from tir.schedule.primitives.cache import check_scope_name
-from tir.schedule.tree import TreeIndex, replace_stmt
 
 _Key = tuple[Any, ...]
 
@@ -136,9 +137,7 @@ def cache_index(func: PrimFunc, block_name: str, storage_scope: str, cse_thresh:
     outer = _outer_vars(func, index, scope)
     # An index buffer is allocated in the scope, shaped by the iterator's domain.
     iters = {
-        iv.var: iv
-        for iv in block.iter_vars
-        if all(id(var) in outer for var in (*_free_vars(iv.dom.min), *_free_vars(iv.dom.extent)))
+        iv.var: iv for iv in block.iter_vars if all(id(var) in outer for var in free_vars((iv.dom.min, iv.dom.extent)))
     }
     keys = _Keys()
 
@@ -252,12 +251,6 @@ def _complexity(expr: PrimExpr) -> int:
 
     post_order_visit(expr, visit)
     return count
-
-
-def _free_vars(expr: PrimExpr) -> list[Var]:
-    found: list[Var] = []
-    post_order_visit(expr, lambda node: found.append(node) if isinstance(node, Var) else None)
-    return found
 
 
 def _uses(expr: PrimExpr, var: Var) -> bool:

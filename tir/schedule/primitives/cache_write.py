@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from tir.analysis.tree import TreeIndex, replace_stmt
 from tir.arith import Analyzer, simplify
 from tir.ir import (
     GE,
@@ -66,7 +67,6 @@ from tir.schedule.primitives._common import (
     find_block,
     top_position,
 )
-from tir.schedule.tree import TreeIndex, replace_stmt
 
 
 def cache_write(

@@ -42,6 +42,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from tir.analysis.tree import TreeIndex, child_stmts, replace_stmt
 from tir.analysis.verify._context import Program
 from tir.analysis.verify.binding import size_vars
 from tir.arith import Analyzer, eval_interval, relax_range, union_regions
@@ -63,20 +64,20 @@ from tir.ir import (
     Stmt,
     Var,
     const,
+    free_vars,
     substitute,
 )
 from tir.ir.expr import conjunction
 from tir.ir.stmt import seq
 from tir.schedule.errors import ScheduleError
 from tir.schedule.handles import BlockRV, LoopRV
-from tir.schedule.primitives._common import block_target, doc_from
+from tir.schedule.primitives._common import block_target, doc_from, find_block
 from tir.schedule.primitives._init_order_util import check_init_order
 from tir.schedule.primitives._location_util import (
     DimMap,
     blocks_in_order,
     context_dom,
     detachable_nest,
-    free_vars,
     is_true,
     iter_kinds,
     iterator_predicate,
@@ -86,7 +87,6 @@ from tir.schedule.primitives._location_util import (
     writes_buffer,
 )
 from tir.schedule.primitives.annotate import check_parallel_loops_above
-from tir.schedule.tree import TreeIndex, child_stmts, replace_stmt
 
 # An iterator's new range: (min, extent), or None for its whole domain.
 IterRange = tuple[PrimExpr, PrimExpr] | None
@@ -304,9 +304,7 @@ def _loops_in_order(index: TreeIndex, scope: BlockRealize | None) -> list[For]:
 
 def _plan(index: TreeIndex, block_name: str, loop_var: Var, reverse: bool) -> _Plan:
     primitive = "reverse_compute_at" if reverse else "compute_at"
-    realize = index.blocks.get(block_name)
-    if realize is None:
-        raise ScheduleError(primitive, f"block {block_name!r}", "no such block")
+    realize = find_block(index, block_name, primitive)
     loop = index.loops.get(id(loop_var))
     if loop is None:
         raise ScheduleError(primitive, f"loop {loop_var.name}", "no such loop")
@@ -457,10 +455,10 @@ def _forward_ranges(
     reversed_dims: list[DimMap] = []
     own = {iv.var for iv in block.iter_vars}
     for dim in complex_dims:
-        used = free_vars(indices[dim]) & own
+        used = set(free_vars(indices[dim])) & own
         var = next(iter(used)) if len(used) == 1 else None
         offset = analyzer.simplify(indices[dim] + var) if var is not None else None
-        if var is None or offset is None or free_vars(offset) & own:
+        if var is None or offset is None or set(free_vars(offset)) & own:
             raise ScheduleError(
                 primitive,
                 target,
@@ -525,7 +523,7 @@ def _forward_tile_ranges(
     analyzer = Analyzer()
     tiles: dict[Var, tuple[int, int, PrimExpr]] = {}
     for dim, rng in enumerate(region.region):
-        used = free_vars(rng.min) & own
+        used = set(free_vars(rng.min)) & own
         step = rng.extent
         var = next(iter(used)) if len(used) == 1 else None
         offset = analyzer.simplify(substitute(rng.min, {var: IntImm(0, var.dtype)})) if var is not None else None
@@ -534,7 +532,7 @@ def _forward_tile_ranges(
             and offset is not None
             and isinstance(step, IntImm)
             and step.value >= 1
-            and not (free_vars(rng.extent) & own)
+            and not (set(free_vars(rng.extent)) & own)
             and analyzer.can_prove_equal(rng.min, var * step.value + offset)
         )
         if not used:
@@ -708,10 +706,10 @@ def _ranges_for(
     offsets: dict[Var, tuple[int, PrimExpr, PrimExpr]] = {}
     complex_vars: set[Var] = set()
     for dim in complex_dims:
-        complex_vars |= free_vars(mins[dim]) & own
+        complex_vars |= set(free_vars(mins[dim])) & own
     for entry in simple:
         width = access.region[entry.dim].extent
-        if free_vars(width) & own:
+        if set(free_vars(width)) & own:
             complex_vars.add(entry.var)
             continue
         offsets.setdefault(entry.var, (entry.dim, entry.offset, width))
@@ -851,7 +849,7 @@ def _check_whole_reduction(
         return
     reduce_set = set(reduce)
     for dim, rng in enumerate(access.region):
-        if not ((free_vars(rng.min) | free_vars(rng.extent)) & reduce_set):
+        if not (set(free_vars((rng.min, rng.extent))) & reduce_set):
             continue
         got, total = written[dim], whole[dim]
         if analyzer.can_prove(got.min <= total.min) and analyzer.can_prove(
@@ -909,7 +907,7 @@ def _check_extents(
     for iter_var, rng in zip(block.iter_vars, ranges):
         extent = iter_var.dom.extent if rng is None else rng[1]
         # A symbolic extent that no loop changes (a size, ``n``) gives a loop of that extent.
-        if _extent_bound(analyzer, extent) is None and free_vars(extent) & set(outer_dom):
+        if _extent_bound(analyzer, extent) is None and set(free_vars(extent)) & set(outer_dom):
             raise ScheduleError(
                 primitive,
                 target,

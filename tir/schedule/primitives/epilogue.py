@@ -9,8 +9,22 @@ reassociated (``X`` first), so float results change in the last bits, as with ``
 from __future__ import annotations
 
 from tir.analysis import infer_block_access
+from tir.analysis.reduction import identity_ok
+from tir.analysis.tree import TreeIndex
 from tir.arith import Analyzer, simplify
-from tir.ir import Add, Block, BlockRealize, BufferLoad, BufferStore, IRMutator, IterKind, PrimExpr, PrimFunc, Var
+from tir.ir import (
+    Add,
+    Block,
+    BlockRealize,
+    BufferLoad,
+    BufferStore,
+    IRMutator,
+    IterKind,
+    PrimExpr,
+    PrimFunc,
+    Var,
+    free_vars,
+)
 from tir.ir import post_order_visit as _visit
 from tir.ir.structural import structural_equal
 from tir.schedule.errors import ScheduleError
@@ -24,8 +38,6 @@ from tir.schedule.primitives._location_util import (
     writes_buffer,
 )
 from tir.schedule.primitives.inline import _Rewriter
-from tir.schedule.primitives.reduction import _identity_ok
-from tir.schedule.tree import TreeIndex
 
 
 def fuse_reduction_epilogue(func: PrimFunc, reduction_name: str, epilogue_name: str) -> PrimFunc:
@@ -82,7 +94,7 @@ def fuse_reduction_epilogue(func: PrimFunc, reduction_name: str, epilogue_name: 
     own_load = BufferLoad(out, update.indices)
     if not (isinstance(value, Add) and structural_equal(value.a, own_load) and not _reads(value.b, out)):
         raise ScheduleError(primitive, target, f"the update must be {out.name}[...] = {out.name}[...] + f", update)
-    zero_ok, _ = _identity_ok(Add, init.value)
+    zero_ok, _ = identity_ok(Add, init.value)
     if not zero_ok:
         raise ScheduleError(primitive, target, f"the init must store 0 to {out.name}", init)
     if any(param is out for param in func.params):
@@ -185,7 +197,7 @@ def _covers_domain(analyzer: Analyzer, image: PrimExpr, iv: object, spatial: lis
     for candidate in spatial:
         assert isinstance(candidate, IterVar)
         offset = analyzer.simplify(image - candidate.var)
-        if any(isinstance(n, Var) for n in _vars_of(offset)):
+        if free_vars(offset):
             continue
         return analyzer.can_prove_equal(candidate.dom.min + offset, iv.dom.min) and analyzer.can_prove_equal(
             candidate.dom.extent, iv.dom.extent
@@ -197,12 +209,6 @@ def _epilogue_runs_everywhere(realize: BlockRealize) -> bool:
     from tir.ir import IntImm
 
     return isinstance(realize.predicate, IntImm) and bool(realize.predicate.value)
-
-
-def _vars_of(expr: object) -> list[Var]:
-    found: list[Var] = []
-    _visit(expr, lambda n: found.append(n) if isinstance(n, Var) else None)
-    return found
 
 
 def _loads(expr: object) -> list[BufferLoad]:

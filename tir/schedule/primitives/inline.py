@@ -16,6 +16,7 @@ from __future__ import annotations
 import math
 
 from tir.analysis import infer_block_access
+from tir.analysis.tree import TreeIndex
 from tir.arith import Analyzer, simplify
 from tir.arith.int_set import eval_interval
 from tir.arith.iter_map import IterMapResult, detect_iter_map, inverse_iter_map
@@ -37,6 +38,7 @@ from tir.ir import (
     SeqStmt,
     Stmt,
     Var,
+    free_vars,
     post_order_visit,
     substitute,
 )
@@ -44,7 +46,7 @@ from tir.ir.expr import conjunction
 from tir.ir.structural import structural_equal
 from tir.schedule.errors import ScheduleError
 from tir.schedule.handles import BlockRV
-from tir.schedule.primitives._common import block_target, doc_from
+from tir.schedule.primitives._common import block_target, doc_from, find_block
 from tir.schedule.primitives._location_util import (
     DimMap,
     blocks_in_order,
@@ -52,7 +54,6 @@ from tir.schedule.primitives._location_util import (
     conjuncts,
     context_dom,
     detachable_nest,
-    free_vars,
     image_ranges,
     instance_ranges,
     is_true,
@@ -63,7 +64,6 @@ from tir.schedule.primitives._location_util import (
     swept_image,
     writes_buffer,
 )
-from tir.schedule.tree import TreeIndex
 
 
 def compute_inline(func: PrimFunc, block_name: str) -> PrimFunc:
@@ -108,7 +108,7 @@ def compute_inline(func: PrimFunc, block_name: str) -> PrimFunc:
     """
     primitive = "compute_inline"
     index = TreeIndex(func)
-    realize = _find_block(index, block_name, primitive)
+    realize = _inlinable_block(index, block_name, primitive)
     block = realize.block
     target = block_target(realize)
     store = _single_store(primitive, realize)
@@ -211,7 +211,7 @@ def reverse_compute_inline(func: PrimFunc, block_name: str) -> PrimFunc:
     """
     primitive = "reverse_compute_inline"
     index = TreeIndex(func)
-    realize = _find_block(index, block_name, primitive)
+    realize = _inlinable_block(index, block_name, primitive)
     block = realize.block
     target = block_target(realize)
     store = _single_store(primitive, realize)
@@ -389,10 +389,10 @@ def reverse_compute_inline(func: PrimFunc, block_name: str) -> PrimFunc:
 # ---------------------------------------------------------------- checks
 
 
-def _find_block(index: TreeIndex, name: str, primitive: str) -> BlockRealize:
-    realize = index.blocks.get(name)
-    if realize is None:
-        raise ScheduleError(primitive, f"block {name!r}", "no such block")
+def _inlinable_block(index: TreeIndex, name: str, primitive: str) -> BlockRealize:
+    """The block named ``name``; the root block is refused (it has no producer or consumer to
+    be inlined into)."""
+    realize = find_block(index, name, primitive)
     if realize is index.func.body:
         raise ScheduleError(primitive, f"block {name!r}", "the root block cannot be inlined")
     return realize
@@ -556,7 +556,7 @@ def _check_covered(
     ranges_of = {iv.var: rng for iv, rng in zip(consumer.block.iter_vars, consumer_ranges)}
     for dim, index_expr in enumerate(read_index):
         entry = by_dim.get(dim)
-        if entry is None and free_vars(index_expr) & set(ranges_of):
+        if entry is None and set(free_vars(index_expr)) & set(ranges_of):
             low, last = eval_interval(index_expr, ranges_of)
             what = f"index {index_expr} in [{analyzer.simplify(low)}, {analyzer.simplify(last + 1)})"
         elif entry is None:

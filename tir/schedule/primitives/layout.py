@@ -19,6 +19,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from tir.analysis import infer_block_access
+from tir.analysis.tree import TreeIndex, replace_stmt
 from tir.arith import Analyzer, RangeRelaxer, eval_interval, simplify
 from tir.arith.iter_map import inverse_iter_map
 from tir.ir import (
@@ -50,6 +51,8 @@ from tir.ir import (
     Stmt,
     Var,
     const,
+    free_vars,
+    is_const_int,
     post_order_visit,
     replace_buffers,
     substitute,
@@ -75,10 +78,8 @@ from tir.schedule.primitives._layout_util import (
     buffer_names,
     defined_in_scope,
     find_block,
-    free_vars,
     has_ramp,
     is_true,
-    is_zero,
     normalize_buffer_arg,
     outer_vars,
     path_to_scope,
@@ -92,7 +93,6 @@ from tir.schedule.primitives._layout_util import (
     unique_name,
 )
 from tir.schedule.primitives.axis_separator import set_axis_separator
-from tir.schedule.tree import TreeIndex, replace_stmt
 from tir.script.printer import to_script
 
 IndexMapLike = IndexMap | str | Callable[..., Any]
@@ -1087,7 +1087,7 @@ def pad_einsum(func: PrimFunc, block_name: str, padding: Sequence[int]) -> PrimF
         if iv.kind is IterKind.OPAQUE:
             raise ScheduleError(primitive, target, f"iterator {iv.var.name} is opaque; it cannot be padded")
         # A symbolic extent is padded too (to ceildiv(n, p) * p), when it is made of sizes only.
-        if not (is_zero(iv.dom.min) and all(id(var) in sizes for var in free_vars(iv.dom.extent))):
+        if not (is_const_int(iv.dom.min, 0) and all(id(var) in sizes for var in free_vars(iv.dom.extent))):
             raise ScheduleError(
                 primitive,
                 target,

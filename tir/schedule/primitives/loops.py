@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
+from tir.analysis.tree import TreeIndex, child_stmts, replace_stmt
 from tir.arith import Analyzer, simplify
 from tir.arith.iter_map import IterMapResult, detect_iter_map, normalize_iter_map
 from tir.ir import (
@@ -24,6 +25,8 @@ from tir.ir import (
     Stmt,
     Var,
     const,
+    free_vars,
+    is_const_int,
     post_order_visit,
     substitute,
 )
@@ -31,7 +34,7 @@ from tir.ir.dtype import INT32
 from tir.ir.expr import And
 from tir.schedule.errors import ScheduleError
 from tir.schedule.handles import BlockRV, ExprRV, LoopRV
-from tir.schedule.primitives._common import doc_from, loop_dom_map, loop_target, substitute_and_simplify
+from tir.schedule.primitives._common import doc_from, find_block, loop_dom_map, loop_target, substitute_and_simplify
 from tir.schedule.primitives._init_order_util import blocks_with_init, check_init_order
 from tir.schedule.primitives._loops_util import (
     check_disjoint_footprints,
@@ -40,7 +43,6 @@ from tir.schedule.primitives._loops_util import (
     loop_header,
     uses_any,
 )
-from tir.schedule.tree import TreeIndex, child_stmts, replace_stmt
 
 
 def split(func: PrimFunc, loop_var: Var, factors: Sequence[int | None]) -> tuple[PrimFunc, list[Var]]:
@@ -94,7 +96,7 @@ def split(func: PrimFunc, loop_var: Var, factors: Sequence[int | None]) -> tuple
     # A symbolic extent that is provably a multiple of the known factors (a padded one:
     # ``(m + 3) // 4 * 4``) splits exactly, with no tail to guard.
     exact_symbolic = (
-        extent is None and None in factors and _is_zero(simplify(FloorMod(loop.extent, const(known, dtype))))
+        extent is None and None in factors and is_const_int(simplify(FloorMod(loop.extent, const(known, dtype))), 0)
     )
     if None in factors and extent is None:
         # A symbolic extent: the inferred factor is ceildiv(extent, known), as TVM makes it;
@@ -307,9 +309,7 @@ def _keep_bindings_affine(
     without simplification, with its predicate as simplified or else as substituted; if no
     such form is accepted, the primitive is refused.
     """
-    changed: list[Var] = []
-    for value in vmap.values():
-        post_order_visit(value, lambda node: changed.append(node) if isinstance(node, Var) else None)
+    changed = free_vars(tuple(vmap.values()))
     after: TreeIndex | None = None
     fixed: dict[int, BlockRealize] = {}
     for realize in _realizes_under(new_loop):
@@ -409,10 +409,7 @@ def _known_ranges(index: TreeIndex, realize: BlockRealize) -> dict[Var, Range]:
     """What the validator knows of the variables bound outside a block's scope: parameter
     sizes are at least 1, outer loops and the iterators of enclosing blocks have ranges."""
     known: dict[Var, Range] = {}
-    sizes: list[Var] = []
-    for buffer in index.func.buffer_params:
-        for extent in buffer.shape:
-            post_order_visit(extent, lambda node: sizes.append(node) if isinstance(node, Var) else None)
+    sizes = free_vars(tuple(extent for buffer in index.func.buffer_params for extent in buffer.shape))
     for var in sizes:
         known[var] = Range(IntImm(1, var.dtype), IntImm(var.dtype.max_value() - 1, var.dtype))
     for node in index.ancestors(realize):
@@ -594,9 +591,7 @@ def add_unit_loop(func: PrimFunc, target: str | Var) -> tuple[PrimFunc, Var]:
     if isinstance(target, Var):
         stmt = _find_loop(index, target, "add_unit_loop")
     else:
-        realize = index.blocks.get(target)
-        if realize is None:
-            raise ScheduleError("add_unit_loop", f"block {target!r}", "no such block")
+        realize = find_block(index, target, "add_unit_loop")
         if realize is func.body:
             raise ScheduleError("add_unit_loop", f"block {target!r}", "cannot add a loop above the root block")
         stmt = realize
@@ -684,7 +679,3 @@ def _split_is_exact(extent: PrimExpr, sizes: Sequence[int | None]) -> bool:
     if None in sizes:
         return extent.value % known == 0
     return known == extent.value
-
-
-def _is_zero(expr: PrimExpr) -> bool:
-    return isinstance(expr, IntImm) and expr.value == 0

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from tir.analysis.tree import TreeIndex, replace_stmt
 from tir.arith import Analyzer, relax_range
 from tir.ir import (
     BlockRealize,
@@ -25,14 +26,13 @@ from tir.ir import (
     SeqStmt,
     Stmt,
     Var,
+    free_vars,
     substitute,
 )
-from tir.ir import post_order_visit as _visit
 from tir.schedule.errors import ScheduleError
 from tir.schedule.handles import LoopRV
-from tir.schedule.primitives._blockize_util import Instantiator
 from tir.schedule.primitives._common import doc_from, loop_target
-from tir.schedule.tree import TreeIndex, replace_stmt
+from tir.schedule.primitives._fresh_copy import Instantiator
 
 _Access = tuple[Buffer, tuple[Range, ...], bool]  # buffer, region per iteration, is a write
 
@@ -219,7 +219,7 @@ def _same_slicing(
             if form_a is None or form_b is None:
                 continue
             (c_a, o_a, w_a), (c_b, o_b, w_b) = form_a, form_b
-            if any(id(v) in merged for v in (*_vars(o_a), *_vars(o_b))):
+            if any(id(v) in merged for v in free_vars((o_a, o_b))):
                 continue
             if c_a == c_b and c_a > 0 and w_a <= c_a and w_b <= c_b and analyzer.can_prove_equal(o_a, o_b):
                 found = True
@@ -241,15 +241,9 @@ def _slice(rng: Range, var: Var, analyzer: Analyzer) -> tuple[int, PrimExpr, int
     step = analyzer.simplify(substitute(start, {var: IntImm(1, var.dtype)}) - offset)
     if not isinstance(step, IntImm) or not analyzer.can_prove_equal(start, offset + step * var):
         return None
-    if any(v is var for v in _vars(offset)):
+    if any(v is var for v in free_vars(offset)):
         return None
     return step.value, offset, extent.value
-
-
-def _vars(expr: object) -> list[Var]:
-    found: list[Var] = []
-    _visit(expr, lambda n: found.append(n) if isinstance(n, Var) else None)
-    return found
 
 
 class MergePrimitives:

@@ -8,6 +8,7 @@ copies without a condition per element (TVM's primitive of the same name).
 from __future__ import annotations
 
 from tir.analysis import infer_block_access
+from tir.analysis.tree import TreeIndex, replace_stmt
 from tir.ir import Block, BlockRealize, BufferLoad, BufferStore, Call, For, IterKind, IterVar, PrimFunc, Stmt, Var
 from tir.ir import post_order_visit as _visit
 from tir.ir.expr import conjunction
@@ -15,7 +16,6 @@ from tir.schedule.errors import ScheduleError
 from tir.schedule.handles import BlockRV, LoopRV
 from tir.schedule.primitives._common import block_target, doc_from, find_block
 from tir.schedule.primitives._reduction_util import conjuncts, insert_next_to, is_true, loop_copy, unique_block_name
-from tir.schedule.tree import TreeIndex, replace_stmt
 
 
 def decompose_padding(func: PrimFunc, block_name: str, loop_var: Var) -> tuple[PrimFunc, str]:

@@ -10,13 +10,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from tir.ir import For, ForKind, IntImm, IterKind, PrimFunc, Stmt, Var, const, post_order_visit
+from tir.analysis.tree import TreeIndex, replace_stmt
+from tir.ir import For, ForKind, IntImm, IterKind, PrimFunc, Stmt, Var, const, free_vars
 from tir.ir.stmt import seq
 from tir.schedule.errors import ScheduleError
 from tir.schedule.handles import ExprRV, LoopRV
-from tir.schedule.primitives._blockize_util import Instantiator
 from tir.schedule.primitives._common import doc_from, loop_target
-from tir.schedule.tree import TreeIndex, replace_stmt
+from tir.schedule.primitives._fresh_copy import Instantiator
 
 
 def loop_partition(func: PrimFunc, loop_var: Var, factors: Sequence[int | None]) -> tuple[PrimFunc, list[Var]]:
@@ -62,7 +62,7 @@ def loop_partition(func: PrimFunc, loop_var: Var, factors: Sequence[int | None])
         if not index.is_ancestor(loop, realize):
             continue
         for iter_var, value in zip(realize.block.iter_vars, realize.iter_values):
-            if iter_var.kind is IterKind.REDUCE and any(v is loop_var for v in _vars(value)):
+            if iter_var.kind is IterKind.REDUCE and any(v is loop_var for v in free_vars(value)):
                 raise ScheduleError(
                     primitive,
                     target,
@@ -153,12 +153,6 @@ def _block_never_running(body: Stmt, var: Var, start: int, size: int, outer: lis
     base = {loop.loop_var: Range(loop.min, loop.extent) for loop in outer}
     visit(body, {**base, var: Range(IntImm(start, var.dtype), IntImm(size, var.dtype))})
     return found[0] if found else None
-
-
-def _vars(expr: object) -> list[Var]:
-    found: list[Var] = []
-    post_order_visit(expr, lambda n: found.append(n) if isinstance(n, Var) else None)
-    return found
 
 
 class PartitionPrimitives:

@@ -10,6 +10,7 @@ its iteration domain exactly once.
 from __future__ import annotations
 
 from tir.analysis import infer_block_access
+from tir.analysis.tree import TreeIndex, replace_stmt
 from tir.arith import Analyzer, simplify
 from tir.arith.iter_map import determined_vars
 from tir.ir import (
@@ -28,14 +29,16 @@ from tir.ir import (
     SeqStmt,
     Stmt,
     Var,
+    free_vars,
+    is_const_int,
     substitute,
 )
 from tir.ir.expr import conjunction
 from tir.ir.structural import structural_equal
 from tir.schedule.errors import ScheduleError
 from tir.schedule.handles import BlockRV, LoopRV
-from tir.schedule.primitives._combiner_util import identity_ok, match_combiner, take_apart
-from tir.schedule.primitives._common import block_target, const_extent, doc_from, loop_dom_map, loop_target
+from tir.schedule.primitives._combiner_util import match_combiner, take_apart
+from tir.schedule.primitives._common import block_target, const_extent, doc_from, find_block, loop_dom_map, loop_target
 from tir.schedule.primitives._init_order_util import check_init_order
 from tir.schedule.primitives._reduction_util import (
     ReductionShape,
@@ -47,16 +50,7 @@ from tir.schedule.primitives._reduction_util import (
     other_user,
     unique_block_name,
     unique_buffer_name,
-    vars_in,
 )
-from tir.schedule.tree import TreeIndex, replace_stmt
-
-
-def _find_block(index: TreeIndex, name: str, primitive: str) -> BlockRealize:
-    realize = index.blocks.get(name)
-    if realize is None:
-        raise ScheduleError(primitive, f"block {name!r}", "no such block in the current program")
-    return realize
 
 
 def _with_access(block: Block) -> Block:
@@ -152,7 +146,7 @@ def decompose_reduction(func: PrimFunc, block_name: str, loop_var: Var) -> tuple
     """
     primitive = "decompose_reduction"
     index = TreeIndex(func)
-    realize = _find_block(index, block_name, primitive)
+    realize = find_block(index, block_name, primitive)
     block = realize.block
     shape = ReductionShape(primitive, index, realize)
     loops = shape.loops
@@ -190,7 +184,7 @@ def decompose_reduction(func: PrimFunc, block_name: str, loop_var: Var) -> tuple
     left_out = [loop for loop in inner if loop.loop_var not in shape.spatial_loop_vars]
     left_out_vars = {loop.loop_var for loop in left_out}
     for loop in chosen:
-        used = vars_in([loop.min, loop.extent]) & left_out_vars
+        used = set(free_vars((loop.min, loop.extent))) & left_out_vars
         if used:
             raise shape.fail(
                 f"the bounds of loop {loop.loop_var.name} use loops {sorted(v.name for v in used)} that drive "
@@ -205,7 +199,7 @@ def decompose_reduction(func: PrimFunc, block_name: str, loop_var: Var) -> tuple
         outputs = [s.buffer for s in stores]
     reduce_vars = {block.iter_vars[k].var for k in shape.reduce}
     assert block.init is not None
-    used = vars_in(block.init) & reduce_vars
+    used = set(free_vars(block.init)) & reduce_vars
     if used:
         raise shape.fail(f"the init uses reduce iterators {sorted(v.name for v in used)}", block.init)
     own = {id(b) for b in block.alloc_buffers} | {id(m.buffer) for m in block.match_buffers}
@@ -324,8 +318,8 @@ def merge_reduction(func: PrimFunc, init_name: str, update_name: str) -> PrimFun
     """
     primitive = "merge_reduction"
     index = TreeIndex(func)
-    init_realize = _find_block(index, init_name, primitive)
-    update_realize = _find_block(index, update_name, primitive)
+    init_realize = find_block(index, init_name, primitive)
+    update_realize = find_block(index, update_name, primitive)
     init_block = init_realize.block
     if init_realize is update_realize:
         raise ScheduleError(primitive, block_target(init_realize), "the init block and the update block are the same")
@@ -445,7 +439,7 @@ def merge_reduction(func: PrimFunc, init_name: str, update_name: str) -> PrimFun
     missing = [update.iter_vars[k].var.name for k in shape.spatial if k not in taken]
     if missing:
         raise init_fail(f"spatial iterators {missing} of {update_name!r} have no init iterator")
-    stray = vars_in(init_block.body) & {loop.loop_var for loop in init_loops}
+    stray = set(free_vars(init_block.body)) & {loop.loop_var for loop in init_loops}
     if stray:
         raise init_fail("the init block's body uses its loop variables directly", init_block.body)
 
@@ -492,9 +486,6 @@ def merge_reduction(func: PrimFunc, init_name: str, update_name: str) -> PrimFun
 
 
 # ===================================================================== rfactor
-
-# Imported from here by epilogue and lower_cross_thread_reduction.
-_identity_ok = identity_ok
 
 
 def rfactor(func: PrimFunc, loop_var: Var, factor_axis: int) -> tuple[PrimFunc, str]:
@@ -696,7 +687,7 @@ def rfactor(func: PrimFunc, loop_var: Var, factor_axis: int) -> tuple[PrimFunc, 
     defined = {lp.loop_var for lp in index.loops.values()}
     defined |= {iv.var for r in index.blocks.values() for iv in r.block.iter_vars}
     for lp in reduce_loops:
-        if vars_in([lp.min, lp.extent]) & defined:
+        if set(free_vars((lp.min, lp.extent))) & defined:
             raise shape.fail(
                 f"the bounds of reduce loop {lp.loop_var.name} use loop or block iterators, so they cannot be "
                 "the domain of an iterator",
@@ -707,7 +698,7 @@ def rfactor(func: PrimFunc, loop_var: Var, factor_axis: int) -> tuple[PrimFunc, 
     copied = [lp for lp in loops[start:] if lp.loop_var in shape.spatial_loop_vars or lp is loop]
     left_out = {lp.loop_var for lp in loops[start:]} - {lp.loop_var for lp in copied}
     for lp in copied:
-        used = vars_in([lp.min, lp.extent]) & left_out
+        used = set(free_vars((lp.min, lp.extent))) & left_out
         if used:
             raise shape.fail(
                 f"the bounds of loop {lp.loop_var.name} use loops {sorted(v.name for v in used)} that the "
@@ -725,8 +716,8 @@ def rfactor(func: PrimFunc, loop_var: Var, factor_axis: int) -> tuple[PrimFunc, 
     others_at_min: dict[Var, PrimExpr] = {lp.loop_var: lp.min for lp in reduce_loops if lp is not loop}
     spatial_parts: list[PrimExpr] = []
     for part in conjuncts(realize.predicate):
-        if not (vars_in(part) & reduce_loop_vars):
-            stray = vars_in(part) & left_out
+        if not (set(free_vars(part)) & reduce_loop_vars):
+            stray = set(free_vars(part)) & left_out
             if stray:
                 raise shape.fail(
                     f"the predicate {part} uses loops {sorted(v.name for v in stray)} that the write-back block "
@@ -752,7 +743,7 @@ def rfactor(func: PrimFunc, loop_var: Var, factor_axis: int) -> tuple[PrimFunc, 
         rf_buffers.append(Buffer(name, tuple(rf_shape), output.dtype, output.scope))
 
     def rf_indices(indices: tuple[PrimExpr, ...], var: Var) -> tuple[PrimExpr, ...]:
-        position = var if is_zero(loop.min) else var - loop.min
+        position = var if is_const_int(loop.min, 0) else var - loop.min
         items = list(indices)
         items.insert(factor_axis, position)
         return tuple(items)
@@ -829,10 +820,6 @@ def rfactor(func: PrimFunc, loop_var: Var, factor_axis: int) -> tuple[PrimFunc, 
 
 def is_one(expr: PrimExpr) -> bool:
     return isinstance(expr, IntImm) and expr.value == 1
-
-
-def is_zero(expr: PrimExpr) -> bool:
-    return isinstance(expr, IntImm) and expr.value == 0
 
 
 # ===================================================================== Schedule methods

@@ -9,7 +9,8 @@ takes every iterator of the block, as in TVM.
 
 from __future__ import annotations
 
-from tir.ir import PrimFunc, Var, post_order_visit
+from tir.analysis.tree import TreeIndex
+from tir.ir import PrimFunc, free_vars
 from tir.schedule.errors import ScheduleError
 from tir.schedule.handles import BlockRV
 from tir.schedule.index_map import IndexMap, IndexMapError
@@ -17,7 +18,6 @@ from tir.schedule.primitives._common import block_target, doc_from, find_block
 from tir.schedule.primitives._layout_util import region_buffer
 from tir.schedule.primitives.cache import check_scope_name
 from tir.schedule.primitives.layout import IndexMapLike, reindex, transform_layout
-from tir.schedule.tree import TreeIndex
 
 
 def reindex_cache_read(
@@ -101,9 +101,9 @@ def _reindex_cache(
             primitive, target, f"bad index map (one index per iterator of the block, {len(iter_vars)}): {exc}"
         ) from exc
     regions = realize.block.reads if kind == "read" else realize.block.writes
-    used_ids = {id(v) for rng in regions[buffer_index].region for v in _vars(rng.min)}
+    used_ids = {id(v) for rng in regions[buffer_index].region for v in free_vars(rng.min)}
     used = [k for k, iv in enumerate(iter_vars) if id(iv.var) in used_ids]
-    extra = {id(v) for result in full_map.results for v in _vars(result)} - {id(full_map.params[k]) for k in used}
+    extra = {id(v) for result in full_map.results for v in free_vars(result)} - {id(full_map.params[k]) for k in used}
     if extra:
         names = [p.name for p in full_map.params if id(p) in extra]
         raise ScheduleError(
@@ -119,12 +119,6 @@ def _reindex_cache(
     except ScheduleError as error:
         # Named as the user's step: the rule broken is the reindex's or the layout's.
         raise ScheduleError(primitive, error.target, f"({error.primitive}) {error.rule}", error.fragment) from None
-
-
-def _vars(expr: object) -> list[Var]:
-    found: list[Var] = []
-    post_order_visit(expr, lambda n: found.append(n) if isinstance(n, Var) else None)
-    return found
 
 
 class ReindexCachePrimitives:

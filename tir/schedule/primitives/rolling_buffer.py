@@ -42,6 +42,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from tir.analysis.tree import TreeIndex
 from tir.arith import Analyzer
 from tir.ir import (
     GE,
@@ -74,6 +75,7 @@ from tir.ir import (
     Stmt,
     Sub,
     Var,
+    free_vars,
     replace_buffers,
     substitute,
 )
@@ -83,7 +85,6 @@ from tir.ir.expr import IterKind, const
 from tir.schedule.errors import ScheduleError
 from tir.schedule.handles import BlockRV
 from tir.schedule.primitives._common import block_target, doc_from, find_block
-from tir.schedule.tree import TreeIndex
 
 _PRIMITIVE = "rolling_buffer"
 
@@ -404,10 +405,9 @@ def _inner_loops(index: TreeIndex, realize: BlockRealize, common: For) -> list[F
     return loops[::-1]
 
 
-def _vars_in(node: object) -> set[int]:
-    found: set[int] = set()
-    _visit(node, lambda n: found.add(id(n)) if isinstance(n, Var) else None)
-    return found
+def _var_ids(node: object) -> set[int]:
+    """Ids of the variables ``node`` uses (the callers hold loop variables by id)."""
+    return {id(v) for v in free_vars(node)}
 
 
 # ---------------------------------------------------------------- the producer's window
@@ -450,7 +450,7 @@ def _producer_window(
                 f"{problem} is not swept by one loop of the block's own nest: the window is not proved written whole",
                 producer,
             )
-        if _vars_in(start) - outer_ids:
+        if _var_ids(start) - outer_ids:
             raise ScheduleError(
                 _PRIMITIVE, target, f"{problem} starts at {start}, which depends on more than the tile loops"
             )
@@ -533,17 +533,17 @@ def _check_deterministic(realize: BlockRealize, outer_loops: list[For], inner: l
     block = realize.block
     loop_ids = {id(loop.loop_var) for loop in [*outer_loops, *inner]}
     outer_ids = {id(loop.loop_var) for loop in outer_loops}
-    if _vars_in((block.init, block.body)) & loop_ids:
+    if _var_ids((block.init, block.body)) & loop_ids:
         raise ScheduleError(_PRIMITIVE, target, "the block's body uses loop variables, not only its iterators")
     reduce_loops: set[int] = set()
     spatial_loops: set[int] = set()
     for iv, value in zip(block.iter_vars, realize.iter_values):
-        (reduce_loops if iv.kind is IterKind.REDUCE else spatial_loops).update(_vars_in(value))
+        (reduce_loops if iv.kind is IterKind.REDUCE else spatial_loops).update(_var_ids(value))
     if reduce_loops & outer_ids:
         raise ScheduleError(
             _PRIMITIVE, target, "a reduce iterator is bound to a tile loop: each tile computes part of a reduction"
         )
-    shared = reduce_loops & (spatial_loops | _vars_in(realize.predicate)) & loop_ids
+    shared = reduce_loops & (spatial_loops | _var_ids(realize.predicate)) & loop_ids
     if shared:
         loop = next(lp for lp in [*outer_loops, *inner] if id(lp.loop_var) in shared)
         raise ScheduleError(
@@ -908,7 +908,7 @@ def _writes_whole_box(writer: BlockRealize, indices: tuple[PrimExpr, ...], inner
         binding = bindings.get(id(var)) if isinstance(var, Var) else None
         if binding is None:
             return False
-        sweeping = _vars_in(binding) & inner_ids
+        sweeping = _var_ids(binding) & inner_ids
         if len(sweeping) > 1 or sweeping & used:
             return False
         used |= sweeping
@@ -917,7 +917,7 @@ def _writes_whole_box(writer: BlockRealize, indices: tuple[PrimExpr, ...], inner
                 return False
             parts = [binding.a, binding.b]
             if not any(
-                isinstance(p, Var) and id(p) in sweeping and not (_vars_in(q) & inner_ids)
+                isinstance(p, Var) and id(p) in sweeping and not (_var_ids(q) & inner_ids)
                 for p, q in (parts, parts[::-1])
             ):
                 return False
@@ -1006,7 +1006,7 @@ def _rewrite(
                 return new
             block = new.block
             iter_vars = tuple(
-                IterVar(iv.var, iv.dom, IterKind.OPAQUE) if _vars_in(value) & skip_vars else iv
+                IterVar(iv.var, iv.dom, IterKind.OPAQUE) if _var_ids(value) & skip_vars else iv
                 for iv, value in zip(block.iter_vars, new.iter_values)
             )
             block = block.replace(

@@ -1,4 +1,4 @@
-"""A BERT-style encoder built with onnx.helper (tests and benchmarks): embeddings are left out;
+"""A BERT-style encoder built with onnx.helper (model tests and benchmarks): embeddings are left out;
 each layer is self-attention (MatMul + bias, reshape to heads, scaled dot product, Softmax),
 Add + LayerNormalization, a GELU (through Erf) feed-forward, Add + LayerNormalization."""
 

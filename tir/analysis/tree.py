@@ -1,6 +1,7 @@
-"""Finding things in a PrimFunc and replacing statements in it, for schedule primitives.
+"""Finding things in a PrimFunc and replacing statements in it, for schedule primitives and
+lowering passes.
 
-IR nodes are immutable, so a primitive rebuilds the path from the statement it changes up to
+IR nodes are immutable, so a primitive (or pass) rebuilds the path from the statement it changes up to
 the root. ``TreeIndex`` records every statement's parent once per program version, which makes
 looking up a block by name, a loop by its variable, the loops above a block and the block
 scope around a statement cheap.
