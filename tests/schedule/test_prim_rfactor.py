@@ -88,6 +88,16 @@ def test_rfactor_inner_part_of_a_split_sum(golden) -> None:  # type: ignore[no-u
     check_schedule(sch, rowsum, golden, "schedule/rfactor_rowsum_inner", rtol=RTOL)
 
 
+def test_rfactor_unit_loop_that_drives_no_iterator(golden) -> None:  # type: ignore[no-untyped-def]
+    """A split by 1 (or a fuse) leaves a unit loop the bindings no longer name; TVM factors it
+    as a reduce loop of extent 1 (its test_reduction_rfactor_square_sum_square_root): the
+    intermediate gets a dimension of one."""
+    sch = Schedule(rowsum)
+    _, k1 = _split_reduce(sch, "B", [None, 1])
+    sch.rfactor(k1, 0)
+    check_schedule(sch, rowsum, golden, "schedule/rfactor_rowsum_unit_loop", rtol=RTOL)
+
+
 def test_rfactor_outer_part_then_parallelize_it(golden) -> None:  # type: ignore[no-untyped-def]
     sch = Schedule(rowsum)
     i, k = sch.get_loops(sch.get_block("B"))
@@ -360,6 +370,16 @@ def reversed_reduce(A: T.Buffer((8, 8), "float32"), B: T.Buffer((8,), "float32")
             B[vi] = B[vi] + A[vi, vk]
 
 
+@T.script
+def unit_outside(A: T.Buffer((8, 16), "float32"), B: T.Buffer((8,), "float32")):
+    for i, u, k in T.grid(8, 1, 16):  # noqa: B007 - u drives no iterator: the point of the test
+        with T.block("B"):
+            vi, vk = T.remap("SR", i, k)
+            with T.init():
+                B[vi] = 0.0
+            B[vi] = B[vi] + A[vi, vk]
+
+
 def _loop(sch: Schedule, block: str, position: int):  # type: ignore[no-untyped-def]
     return sch.get_loops(sch.get_block(block))[position]
 
@@ -405,6 +425,12 @@ CASES: list[tuple[str, PrimFunc, Callable[[Schedule], object], str]] = [
         "cannot show that the output B",
     ),
     ("spatial loop", rowsum, lambda s: s.rfactor(_loop(s, "B", 0), 0), "loop i: the loop drives no reduce iterator"),
+    (
+        "unit loop outside the reduce loops",
+        unit_outside,
+        lambda s: s.rfactor(_loop(s, "B", 1), 0),
+        "loop u: the loop drives no iterator of block 'B' and is not inside one of its reduce loops",
+    ),
     (
         "loop drives both",
         fused,

@@ -642,10 +642,23 @@ def rfactor(func: PrimFunc, loop_var: Var, factor_axis: int) -> tuple[PrimFunc, 
     first = update.inits[0]
 
     # The loop.
-    if loop_var not in shape.reduce_loop_vars:
+    # A unit loop that drives no iterator at all (what a split by a factor of 1 or a fuse leaves)
+    # is factored like a reduce loop of extent 1: the intermediate gets a dimension of one.
+    unit_loop = loop_var not in shape.spatial_loop_vars and is_one(loop.extent)
+    unit_loop = unit_loop and loop_var not in shape.reduce_loop_vars
+    if loop_var not in shape.reduce_loop_vars and not unit_loop:
         raise ScheduleError(
             primitive, loop_target(loop), f"the loop drives no reduce iterator of block {block.name!r}", realize
         )
+    if unit_loop:
+        real_reduce = [lp for lp in shape.loops if lp.loop_var in shape.reduce_loop_vars]
+        if not real_reduce or shape.loops.index(loop) < shape.loops.index(real_reduce[0]):
+            raise ScheduleError(
+                primitive,
+                loop_target(loop),
+                f"the loop drives no iterator of block {block.name!r} and is not inside one of its reduce loops",
+                realize,
+            )
     if loop_var in shape.spatial_loop_vars:
         raise ScheduleError(
             primitive,
@@ -669,7 +682,7 @@ def rfactor(func: PrimFunc, loop_var: Var, factor_axis: int) -> tuple[PrimFunc, 
     mixed = shape.mixed_loop(loops)
     if mixed is not None:
         raise shape.fail(f"loop {mixed.loop_var.name} drives both spatial and reduce iterators", mixed)
-    reduce_loops = [lp for lp in loops if lp.loop_var in shape.reduce_loop_vars]
+    reduce_loops = [lp for lp in loops if lp.loop_var in shape.reduce_loop_vars or lp is loop]
     if combiner.ordered:
         outside = [lp for lp in reduce_loops[: reduce_loops.index(loop)] if not is_one(lp.extent)]
         if outside:
