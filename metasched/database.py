@@ -33,7 +33,7 @@ import warnings
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from metasched.task import workload_hash
 from tir.ir import PrimFunc
@@ -292,7 +292,8 @@ class Database:
                 continue
             valid = sorted((r for r in group if r.is_valid), key=lambda r: r.seconds)  # type: ignore[arg-type, return-value]
             if valid:
-                programs.append(replace(valid[0], seconds=statistics.median(r.seconds for r in valid)))  # type: ignore[misc]
+                # valid records have seconds
+                programs.append(replace(valid[0], seconds=statistics.median(cast(float, r.seconds) for r in valid)))
         programs.sort(key=lambda r: r.seconds)  # type: ignore[arg-type, return-value]
         return programs[:k]
 

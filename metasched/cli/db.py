@@ -10,7 +10,7 @@ import shutil
 import tempfile
 from collections import Counter
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from metasched.cli.common import CliError, HelpFormatter, say
 
@@ -209,6 +209,7 @@ def db_import(args: argparse.Namespace) -> int:
     import tir
     from metasched.database import Database, TuningRecord
     from metasched.task import workload_hash
+    from tir.ir import PrimFunc
 
     try:
         lines = Path(args.file).read_text().splitlines()
@@ -229,7 +230,7 @@ def db_import(args: argparse.Namespace) -> int:
         except ValueError:
             raise CliError(f"{args.file}:{number}: not JSON; the file is damaged") from None
         if "workload" in item:
-            func = tir.parse(item["script"])
+            func = cast(PrimFunc, tir.parse(item["script"]))  # db export writes PrimFuncs
             if workload_hash(func) != item["workload"]:
                 say(f"warning: workload {item['workload']} hashes differently here; its records are skipped")
                 continue

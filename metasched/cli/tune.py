@@ -426,6 +426,7 @@ def _compare(model: LoadedModel, work_dir: Path, target: str, threads: int, repe
     say("building the model with default schedules and with the tuned ones...")
     default = msm.compile(model.graph, target, database=None, threads=threads)
     tuned = msm.compile(model.graph, target, database=str(work_dir), threads=threads)
+    assert tuned.report is not None  # compile() always sets it
     sources = tuned.report.sources()
     say("tuned model: " + ", ".join(f"{count} tasks {source}" for source, count in sources.items()))
     for warning in tuned.report.warnings:

@@ -53,6 +53,7 @@ import logging
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any, cast
 
 import numpy as np
 
@@ -105,6 +106,7 @@ from tir.ir import (
     StringImm,
     Sub,
     Var,
+    as_dtype,
 )
 from tir.ir.functor import contains, free_vars
 
@@ -284,7 +286,8 @@ class _Context:
         return (len(self.loops), len(self.auto_unroll), len(self.unroll_explicit), len(self.tensorized))
 
     def restore(self, marks: tuple[int, int, int, int]) -> None:
-        for stack, depth in zip((self.loops, self.auto_unroll, self.unroll_explicit, self.tensorized), marks):
+        stacks: tuple[list[Any], ...] = (self.loops, self.auto_unroll, self.unroll_explicit, self.tensorized)
+        for stack, depth in zip(stacks, marks):
             del stack[depth:]
 
 
@@ -340,7 +343,7 @@ class _ExprStats:
             if cls is BufferLoad:
                 self.visit(node)
             elif cls is Ramp:
-                stack.append(node.base)
+                stack.append(cast(Ramp, node).base)
             elif cls is Broadcast or cls is Let:
                 stack.extend(_children(node))
             else:
@@ -352,6 +355,7 @@ class _ExprStats:
         # Explicit dispatch on the class: this runs for every candidate the tuner scores.
         cls = type(expr)
         if cls is BufferLoad:
+            expr = cast(BufferLoad, expr)
             lanes = expr.dtype.lanes
             self.max_lanes = max(self.max_lanes, lanes)
             self.access(expr.buffer, expr.indices, False, lanes)
@@ -364,6 +368,7 @@ class _ExprStats:
         if lanes > 1:
             self.max_lanes = max(self.max_lanes, lanes)
         if cls is Add or cls is Sub:
+            expr = cast(BinaryOp, expr)
             if expr.dtype.is_float:
                 self.counts[_A["float_addsub"]] += lanes
                 if type(expr.a) is Mul or type(expr.b) is Mul:
@@ -377,6 +382,7 @@ class _ExprStats:
         elif cls in (Min, Max):
             self.counts[_A["float_cmp" if expr.dtype.is_float else "int_cmp"]] += lanes
         elif cls in _CMP:
+            expr = cast(BinaryOp, expr)
             operand_lanes = expr.a.dtype.lanes
             self.counts[_A["float_cmp" if expr.a.dtype.is_float else "int_cmp"]] += operand_lanes
         elif cls in (And, Or, Not):
@@ -386,15 +392,16 @@ class _ExprStats:
         elif cls is Cast:
             self.counts[_A["cast"]] += lanes
         elif cls is Call:
-            if self._call(expr, lanes):
+            if self._call(cast(Call, expr), lanes):
                 return
         elif cls is Ramp:
-            self.visit(expr.base)
+            self.visit(cast(Ramp, expr).base)
             return
         elif cls is Broadcast:
-            self.visit(expr.value)
+            self.visit(cast(Broadcast, expr).value)
             return
         elif cls is Let:
+            expr = cast(Let, expr)
             self.visit(expr.value)
             self.visit(expr.body)
             return
@@ -468,9 +475,10 @@ class _Walker:
         ctx = self.ctx
         cls = type(node)
         if cls is SeqStmt:
-            for item in node.stmts:
+            for item in cast(SeqStmt, node).stmts:
                 self.stmt(item, init_skip)
         elif cls is For:
+            node = cast(For, node)
             hint = "pragma_unroll" in node.annotations
             ctx.loops.append(_Loop(node.loop_var, _extent(node.extent), node.kind, hint))
             step = node.annotations.get("pragma_auto_unroll_max_step")
@@ -481,6 +489,7 @@ class _Walker:
                 ctx.auto_unroll.pop()
             ctx.loops.pop()
         elif cls is BlockRealize:
+            node = cast(BlockRealize, node)
             marks = ctx.marks()
             try:
                 self.block(node.block, node.iter_values)
@@ -491,23 +500,27 @@ class _Walker:
                 ctx.restore(marks)
                 ctx.incomplete = True
         elif cls is BufferStore:
-            self.store(node, init_skip)
+            self.store(cast(BufferStore, node), init_skip)
         elif cls is IfThenElse:
             # The condition is evaluated per iteration; both branches are described (one runs).
+            node = cast(IfThenElse, node)
             self.stmt(node.then_case, init_skip)
             if node.else_case is not None:
                 self.stmt(node.else_case, init_skip)
         elif cls is LetStmt:
+            node = cast(LetStmt, node)
             ctx.env[node.var] = node.value
             self.stmt(node.body, init_skip)
         elif cls is Allocate:
+            node = cast(Allocate, node)
             ctx.allocated[node.buffer] = _buffer_bytes(node.buffer)
             self.stmt(node.body, init_skip)
         elif cls is Evaluate:
+            node = cast(Evaluate, node)
             if type(node.value) is Call:
                 self.call(node.value, init_skip)
         elif cls is Block:  # a bare root block
-            self.block(node, ())
+            self.block(cast(Block, node), ())
 
     def block(self, block: Block, iter_values: tuple[PrimExpr, ...]) -> None:
         ctx = self.ctx
@@ -596,7 +609,7 @@ def _buffer_bytes(buffer: Buffer) -> int:
 
 #: The pseudo-variable of a vector access's lanes (a Ramp index); ``_LANE`` is its key among the
 #: loops (loops are keyed by the id of their variable).
-_LANE_VAR = Var("lane", "int32")
+_LANE_VAR = Var("lane", as_dtype("int32"))
 _LANE = id(_LANE_VAR)
 
 
@@ -633,8 +646,9 @@ def _affine_terms(expr: PrimExpr) -> int | None:
     if cls is IntImm:
         return 0
     if cls is Cast:
-        return _affine_terms(expr.value)
+        return _affine_terms(cast(Cast, expr).value)
     if cls is Add or cls is Sub or cls is Mul:
+        expr = cast(BinaryOp, expr)
         a = _affine_terms(expr.a)
         b = None if a is None else _affine_terms(expr.b)
         if a is None or b is None:
@@ -676,7 +690,8 @@ def _span(expr: PrimExpr, free: dict[int, Var], extents: dict[int, int], limit: 
 def _value_at(expr: PrimExpr, free: dict[int, Var], values: dict[int, int]) -> int | None:
     """``expr`` with the loops of ``values`` at those values and every other variable at 0;
     None when it depends on more than the loops (a loaded value)."""
-    point = {key: values.get(key, 0) for key in free}
+    # evaluate_int takes plain ints as well as arrays (its annotation names arrays only).
+    point: dict[int, Any] = {key: values.get(key, 0) for key in free}
     value = evaluate_int(expr, point)
     if value is not None:
         return int(value)
@@ -933,7 +948,7 @@ def _row(ctx: _Context, stored: Buffer | None, stats: _ExprStats, init_skip: fro
         row[at + _AC["log_traffic_l2"]] = _log(traffic[1])
         row[at + _AC["is_allocated"]] = float(info.access.buffer in ctx.allocated)
 
-    ops = sum(stats.counts[_A[name]] for name in ("float_addsub", "float_mul", "float_divmod", "float_math"))
+    ops: float = sum(stats.counts[_A[name]] for name in ("float_addsub", "float_mul", "float_divmod", "float_math"))
     ops += sum(stats.counts[_A[name]] for name in ("int_addsub", "int_mul", "int_divmod"))
     ops = max(ops, 1) * trips
     row[_R["log_intensity_unique"]] = _log(ops / max(totals[0], 1.0))

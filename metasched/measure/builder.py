@@ -21,7 +21,7 @@ import pickle
 import time
 from collections import OrderedDict
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 __all__ = [
     "Built",
@@ -86,7 +86,8 @@ def run_prepack(module: Any, split: Any, arguments: Any) -> dict[str, Any]:
     from tir.runtime.module import param_specs
 
     specs = {spec.name: spec for spec in param_specs(split.prepack)}
-    packed = {name: aligned_zeros(tuple(specs[name].shape), specs[name].storage) for name in split.packed}
+    # packed parameters are buffers: their shape is not None
+    packed = {name: aligned_zeros(tuple(cast(tuple, specs[name].shape)), specs[name].storage) for name in split.packed}
     module(*[arguments[name] for name in split.inputs], *packed.values())
     return packed
 

@@ -57,7 +57,7 @@ from collections import deque
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import Executor, Future, ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from metasched.measure.builder import Job, first_line
 from metasched.measure.executors import measure_batch
@@ -499,7 +499,7 @@ class DaskExecutor(Executor):
             for chunk in list(queue):
                 candidates = [a for a in chunk.eligible if a in self._group_of and self._group_of[a] not in busy]
                 fresh = [a for a in candidates if a not in chunk.lost_on]
-                address = (fresh or candidates or [None])[0]
+                address = (fresh or candidates or cast("list[str | None]", [None]))[0]
                 if address is None:
                     continue
                 queue.remove(chunk)

@@ -93,7 +93,7 @@ def _waits() -> dict[str, tuple[int, int]] | None:
 def _thread_times() -> list[tuple[str, int, int]]:
     """Per thread of this process: nanoseconds it has run and waited for a CPU (``schedstat``
     alone: cheap enough to read around every timed sample; ``_waits`` adds preemptions)."""
-    found = []
+    found: list[tuple[str, int, int]] = []
     try:
         threads = os.listdir(_TASKS)
     except OSError:

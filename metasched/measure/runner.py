@@ -121,7 +121,7 @@ def make_arguments(func: Any, nan_outputs: bool = True) -> tuple[list[np.ndarray
 
     specs = param_specs(func)
     declared = _declared_ranges(func)
-    signature = (
+    signature: tuple[Any, ...] | None = (
         nan_outputs,
         tuple((s.name, s.shape, str(s.dtype), str(s.storage), s.from_shapes, s.is_buffer) for s in specs),
         tuple(sorted(declared.items())),

@@ -739,7 +739,8 @@ class CompiledModel:
         if Path(self.library_path).resolve() != (path / "model.so").resolve():
             shutil.copyfile(self.library_path, path / "model.so")
         keys = {name: f"c{k}" for k, name in enumerate(self.plan.constants)}
-        np.savez(path / "constants.npz", **{keys[n]: self._constants[n] for n in self.plan.constants})
+        # numpy's stub matches the **arrays against savez's allow_pickle: bool (keys here are c0, c1...)
+        np.savez(path / "constants.npz", **{keys[n]: self._constants[n] for n in self.plan.constants})  # type: ignore[arg-type]
         plan = dict(self.plan.to_json(), constant_keys=keys, threads=self.threads)
         (path / "graph.json").write_text(json.dumps(plan, indent=1))
         return str(path)

@@ -394,7 +394,7 @@ def _gather_elements(ctx: FoldContext, inputs: Inputs) -> list[np.ndarray]:
     extent = data.shape[axis]
     if np.any((indices < -extent) | (indices >= extent)):
         raise FoldError(f"an index is out of range for axis {axis} of extent {extent}")
-    grid = list(np.indices(indices.shape, sparse=True))  # the output's coordinates
+    grid: list[np.ndarray] = list(np.indices(indices.shape, sparse=True))  # the output's coordinates
     grid[axis] = np.where(indices < 0, indices + extent, indices)
     return [data[tuple(grid)]]
 

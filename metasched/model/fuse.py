@@ -18,6 +18,7 @@ Concats whose inputs can be written in place, into slices of the output, run no 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import cast
 
 from metasched.model.graph import Graph, Node, TensorInfo, lower_nodes
 from metasched.model.ops import OPS, OpError
@@ -199,7 +200,7 @@ def _assemble_concats(graph: Graph, groups: list[Group], owner: dict[str, Group]
             for name, producer in zip(node.inputs, producers, strict=True):
                 assert producer is not None
                 producer.slice_of = (node.outputs[0], axis, start)
-                start += int(graph.infos[name].shape[axis])
+                start += int(cast(int, graph.infos[name].shape[axis]))  # not graph.symbolic: static extents
             group.kind = "assembled"
             continue
         places = [producer.slice_of if producer is not None else None for producer in producers]
@@ -214,7 +215,7 @@ def _assemble_concats(graph: Graph, groups: list[Group], owner: dict[str, Group]
             for name, place in zip(node.inputs, places, strict=True):
                 if place != (parent, axis, expected):
                     break
-                expected += int(graph.infos[name].shape[axis])
+                expected += int(cast(int, graph.infos[name].shape[axis]))  # as above
             else:
                 group.slice_of = (parent, axis, first)
                 group.kind = "assembled"

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -37,7 +37,7 @@ from metasched.model.ops.elementwise import np_batch_norm_fold
 from metasched.model.qdq import fuse_qdq
 from metasched.model.symbolic import Dim, free_vars, is_symbolic, shape_text
 from metasched.model.te import FuncBuilder
-from tir.ir import Var
+from tir.ir import Var, as_dtype
 
 __all__ = ["ModelImportError", "UnsupportedOperatorError", "from_onnx"]
 
@@ -248,7 +248,7 @@ def _shape_vars(
             raise ModelImportError(
                 f"symbolic[{name!r}] must be the representative size to schedule for (an int >= 1), got {size!r}"
             )
-    return {name: Var(name, "int32") for name in symbolic}
+    return {name: Var(name, as_dtype("int32")) for name in symbolic}
 
 
 def _input_dtype(value: Any) -> str:
@@ -317,7 +317,7 @@ def _bind_input(value: Any, given: Sequence[int | str | None] | None, shape_vars
         if isinstance(decl, int):
             shape.append(decl)
         elif decl in shape_vars:
-            shape.append(shape_vars[decl])
+            shape.append(shape_vars[cast(str, decl)])  # a key: not None
         elif decl:
             raise ModelImportError(
                 f"input {name!r} dimension {k} {decl!r} is symbolic: bind it with "
@@ -491,7 +491,8 @@ def _propagate_node(
             graph.constants[node.outputs[0]] = np.array(full[start:end], dtype=np.int64)
         else:
             _refuse_symbolic_shape(node, full, graph.inputs)
-            graph.constants[node.outputs[0]] = np.array(int(np.prod(full)), np.int64)
+            # static: _refuse_symbolic_shape raised otherwise
+            graph.constants[node.outputs[0]] = np.array(int(np.prod(cast("tuple[int, ...]", full))), np.int64)
         return False
     if must_fold:
         raise _not_computable(graph, node, reason, producers, not_folded)

@@ -89,7 +89,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeGuard
 
 import numpy as np
 
@@ -136,7 +136,7 @@ def _int16_pairs_default() -> bool:
     return False
 
 
-def _quantize(x: float, scale: np.ndarray, zero: np.ndarray) -> int:
+def _quantize(x: float, scale: np.ndarray, zero: np.ndarray | np.generic) -> int:
     """ONNX QuantizeLinear of one float32 value: ``saturate(round_half_even(x / scale) + zero)``."""
     lo, hi = _INT_RANGES[str(zero.dtype)]
     value = np.rint(np.float32(x) / np.float32(_item(scale))) + np.float32(_item(zero))
@@ -222,7 +222,7 @@ def _run_quantized(graph: Graph, values: dict[str, np.ndarray]) -> None:
         if not all(known and _scalar(scale) and _scalar(zero) for scale, zero, known in scales):
             continue
         (sx, zx, _), (sy, zy, _) = scales
-        assert zx is not None and zy is not None
+        assert sx is not None and zx is not None and sy is not None and zy is not None
         if _item(sx) != _item(sy) or _item(zx) != _item(zy) or zx.dtype != zy.dtype or dq.inputs[0] in values:
             continue
         node.inputs = [dq.inputs[0], *node.inputs[1:]]
@@ -252,11 +252,11 @@ def _drop_unread(graph: Graph, nodes: list[Node], candidates: list[Node]) -> lis
 # ---------------------------------------------------------------- matching one pattern
 
 
-def _scalar(value: np.ndarray | None) -> bool:
+def _scalar(value: np.ndarray | None) -> TypeGuard[np.ndarray]:
     return value is not None and np.asarray(value).size == 1
 
 
-def _item(value: np.ndarray) -> Any:
+def _item(value: np.ndarray | np.generic) -> Any:
     return np.asarray(value).reshape(-1)[0].item()
 
 
@@ -303,7 +303,12 @@ def _becomes_uint8(
 
 
 def _chain_bounds(
-    chain: list[Node], values: dict[str, np.ndarray], opset: int, sy: np.ndarray, zy: np.ndarray, dtype: str
+    chain: list[Node],
+    values: dict[str, np.ndarray],
+    opset: int,
+    sy: np.ndarray,
+    zy: np.ndarray | np.generic,
+    dtype: str,
 ) -> tuple[int, int] | None:
     """Saturation bounds of the quantized output with the Relu / Clip chain folded in, or None."""
     lo, hi = _INT_RANGES[dtype]
@@ -396,6 +401,7 @@ def _fuse(
         chain.append(user)
         value = user.outputs[0]
     q = user
+    zy: np.ndarray | np.generic | None  # a missing zero point becomes the scalar np.uint8(0) below
     sy, zy, known = _params(q, values)
     if not known or not _scalar(sy) or (zy is not None and not _scalar(zy)) or "output_dtype" in q.attrs:
         return None

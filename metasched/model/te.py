@@ -34,7 +34,9 @@ from tir.ir import (
     PrimExpr,
     PrimFunc,
     Range,
+    Stmt,
     Var,
+    as_dtype,
     const,
 )
 from tir.ir.expr import max_expr, min_expr
@@ -104,7 +106,7 @@ def lazy(shape: Sequence[Dim], dtype: str, fn: Callable[..., PrimExpr]) -> LazyT
 
 def _buffer(name: str, shape: Sequence[Dim], dtype: str) -> Buffer:
     extents = [dim(s) for s in shape]
-    return Buffer(name, tuple(IntImm(s) if isinstance(s, int) else s for s in extents), dtype)
+    return Buffer(name, tuple(IntImm(s) if isinstance(s, int) else s for s in extents), as_dtype(dtype))
 
 
 COMBINERS: dict[str, Callable[[PrimExpr, PrimExpr], PrimExpr]] = {
@@ -120,7 +122,7 @@ class FuncBuilder:
     def __init__(self, name: str) -> None:
         self.name = name
         self.inputs: list[Buffer] = []
-        self.stages: list[tuple[Buffer, object]] = []  # (written buffer, statement)
+        self.stages: list[tuple[Buffer, Stmt]] = []  # (written buffer, statement)
         self.allocs: list[Buffer] = []
         self._names: set[str] = set()
 
@@ -196,9 +198,9 @@ class FuncBuilder:
         reads, writes = infer_block_access(block)
         block = Block(name, tuple(iter_vars), reads, writes, body, init)
         loop_vars = [Var(n) for n in _loop_names(len(iter_vars))]
-        stmt: object = BlockRealize(tuple(loop_vars), const(True), block)
+        stmt: Stmt = BlockRealize(tuple(loop_vars), const(True), block)
         for var, iv in reversed(list(zip(loop_vars, iter_vars, strict=True))):
-            stmt = For(var, const(0), iv.dom.extent, ForKind.SERIAL, stmt)  # type: ignore[arg-type]
+            stmt = For(var, const(0), iv.dom.extent, ForKind.SERIAL, stmt)
         self.allocs.append(out)
         self.stages.append((out, stmt))
 
@@ -214,7 +216,7 @@ class FuncBuilder:
             else:
                 out_buffers.append(self.materialize(name, tensor).buffer)
         allocs = tuple(b for b in self.allocs if b not in out_buffers)
-        body = seq(*[stmt for _, stmt in self.stages])  # type: ignore[misc]
+        body = seq(*[stmt for _, stmt in self.stages])
         root = Block("root", (), (), (), body, None, allocs)
         return PrimFunc(self.name, tuple(self.inputs) + tuple(out_buffers), BlockRealize((), const(True), root))
 
@@ -232,7 +234,7 @@ def _cast(value: PrimExpr, dtype: str) -> PrimExpr:
 
     if str(value.dtype) == dtype:
         return value
-    return Cast(dtype, value)
+    return Cast(as_dtype(dtype), value)
 
 
 def _lowest(dtype: str) -> float | int:

@@ -93,6 +93,7 @@ class SearchStrategy:
             memo_key = (sketch_index, decision_key(decisions)) if full else None  # type: ignore[arg-type]
             remembered = self._made.get(memo_key) if memo_key is not None else None
             if remembered is not None and (lazy or getattr(remembered, "checked", True)):
+                assert memo_key is not None  # remembered only under a key
                 self._made.move_to_end(memo_key)
                 results[position] = remembered
                 continue

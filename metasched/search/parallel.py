@@ -33,7 +33,7 @@ import subprocess
 from collections.abc import Sequence
 from dataclasses import dataclass
 from multiprocessing.connection import Connection, wait
-from typing import Any
+from typing import Any, cast
 
 from metasched.search.candidate import Candidate, Rejected, finish_candidate, make_candidate
 from tir.ir import PrimFunc
@@ -260,9 +260,9 @@ class CandidateMaker:
                 waiting = {self._pool[index].connection: index for index in todo}
                 todo = []
                 while waiting:
-                    for ready in wait(list(waiting)):
-                        index = waiting.pop(ready)  # type: ignore[call-overload]
-                        reply = ready.recv()  # type: ignore[union-attr]
+                    for ready in cast("list[Connection]", wait(list(waiting))):  # waits on connections only
+                        index = waiting.pop(ready)
+                        reply = ready.recv()
                         if reply and reply[0] == ("unknown",):
                             self._pool[index].digests.discard(digest)
                             todo.append(index)

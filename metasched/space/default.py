@@ -27,7 +27,7 @@ the epilogue ran on the register tile.
 from __future__ import annotations
 
 import copy
-from typing import Any
+from typing import Any, cast
 
 from metasched.space.analysis import TILED, UNROLL
 from metasched.space.registers import most_vectors, row_limit, tile_key
@@ -433,7 +433,7 @@ def _rules_without_tails(target: Target) -> list[Any]:
     for index, rule in enumerate(rules):
         if isinstance(rule, MultiLevelTiling) and rule.tails:
             rules[index] = copy.copy(rule)
-            rules[index].tails = False
+            cast(MultiLevelTiling, rules[index]).tails = False
     return rules
 
 

@@ -21,6 +21,7 @@ from metasched.space.postproc import Postproc, default_postprocs
 from metasched.space.rules import SketchRule, default_rules
 from tir.ir import PrimFunc
 from tir.schedule import Schedule, Trace
+from tir.schedule.handles import BlockRV
 from tir.target import Target
 
 __all__ = ["SpaceGenerator"]
@@ -65,7 +66,7 @@ class SpaceGenerator:
             # One handle per schedule and block: copies made by a rule share it.
             pairs = [(sch, sch.get_block(name) if name in sch.index.blocks else None) for sch in states]
             for rule in rules:
-                following = []
+                following: list[tuple[Schedule, BlockRV | None]] = []
                 for sch, block in pairs:
                     if block is None or name not in sch.index.blocks:
                         following.append((sch, None))  # inlined or folded by an earlier rule

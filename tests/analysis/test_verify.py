@@ -826,3 +826,38 @@ def f(A: T.Buffer((4, 4), "float32"), B: T.Buffer((4, 4), "float32")):
 """
     )
     assert verify(func) == []
+
+
+SHARED_COPY_AT_TOP = """
+@T.script
+def f(A: T.Buffer((64,), "float32"), B: T.Buffer((64,), "float32")):
+    S = T.alloc_buffer((64,), "float32", scope="shared")
+    for i in range(64):
+        with T.block("S"):
+            vi = T.spatial_axis(64, i)
+            S[vi] = A[vi]
+    for bx in T.thread_binding(2, thread="blockIdx.x"):
+        for tx in T.thread_binding(32, thread="threadIdx.x"):
+            with T.block("B"):
+                vi = T.spatial_axis(64, bx * 32 + tx)
+                B[vi] = S[vi] * 2.0
+"""
+
+
+def test_a_shared_copy_still_outside_its_kernel_is_a_valid_schedule_state_not_a_buildable_program() -> None:
+    """TVM's compute_at tests on CUDA matmuls start from cache_read's shared copies at the top
+    level; the schedule moves them into the kernel. Between the steps the program computes the
+    right thing (region-cover judges the read); only a program to be built must have its shared
+    memory written inside the kernel (cooperative-access)."""
+    func = parse(SHARED_COPY_AT_TOP)
+    assert [v.rule for v in verify(func)] == ["cooperative-access"]
+    assert verify(func, staged=True) == []
+    sch = Schedule(func, debug=True)  # accepted as a schedule's starting state
+    bx, _ = sch.get_loops(sch.get_block("B"))
+    sch.compute_at(sch.get_block("S"), bx)
+    assert verify(sch.func, "cuda -arch=sm_80") == []
+    # A staged state is still held to coverage: drop the copy and the read has no writer.
+    uncovered = parse(SHARED_COPY_AT_TOP.replace("S[vi] = A[vi]", "B[vi] = A[vi]"))
+    assert [v.rule for v in verify(uncovered, staged=True)] == ["region-cover"]
+    with pytest.raises(ScheduleError, match="region-cover"):
+        Schedule(uncovered, debug=True)

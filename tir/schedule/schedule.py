@@ -115,7 +115,7 @@ class ScheduleBase:
     def _verify(self, func: PrimFunc, primitive: str, what: str = "the result fails validation") -> None:
         from tir.analysis import verify
 
-        problems = verify(func)
+        problems = verify(func, staged=True)  # a state on the way: see tir.analysis.verify
         if problems:
             raise ScheduleError(primitive, f"function {func.name!r}", f"{what}: " + "; ".join(map(str, problems)))
 

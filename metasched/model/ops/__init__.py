@@ -39,6 +39,7 @@ from tir.ir import (
     PrimExpr,
     Select,
     Var,
+    as_dtype,
     const,
 )
 from tir.ir.expr import max_expr, min_expr
@@ -175,7 +176,7 @@ def broadcast_load(tensor: Tensor, indices: Sequence[PrimExpr]) -> PrimExpr:
     return tensor[tuple(picked)] if picked else tensor.load(())
 
 
-def clamp(index: PrimExpr, extent: int) -> PrimExpr:
+def clamp(index: PrimExpr, extent: Dim) -> PrimExpr:
     return min_expr(max_expr(index, 0), extent - 1)
 
 
@@ -204,7 +205,7 @@ def reduce_stage(
     axes = [Var(f"v{d}") for d in range(len(shape))]
     raxes = [Var(f"r{d}") for d in range(len(rshape))]
     value = cast(fn(tuple(axes), tuple(raxes)), dtype)
-    out = Buffer(name, tuple(IntImm(s) if isinstance(s, int) else s for s in shape), dtype)
+    out = Buffer(name, tuple(IntImm(s) if isinstance(s, int) else s for s in shape), as_dtype(dtype))
     init_store = BufferStore(out, const(init, dtype), tuple(axes))
     update = BufferStore(out, combine(BufferLoad(out, tuple(axes)), value), tuple(axes))
     builder._add_stage(name, out, shape, rshape, axes, raxes, update, init_store)
@@ -242,7 +243,7 @@ def mul(value: PrimExpr, factor: int) -> PrimExpr:
 
 
 def cast(value: PrimExpr, dtype: str) -> PrimExpr:
-    return value if str(value.dtype) == dtype else Cast(dtype, value)
+    return value if str(value.dtype) == dtype else Cast(as_dtype(dtype), value)
 
 
 def select(cond: PrimExpr, a: PrimExpr, b: PrimExpr) -> PrimExpr:

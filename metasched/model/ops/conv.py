@@ -68,8 +68,8 @@ def resolve_pads(
 def pad_tensor(
     ctx: OpContext,
     x: Tensor,
-    begin: Sequence[int],
-    end: Sequence[int],
+    begin: Sequence[Dim],
+    end: Sequence[Dim],
     value: float,
     lead: int = 2,
     trail: int = 0,
@@ -109,7 +109,7 @@ def _nonzero(extent: Dim) -> bool:
     return is_symbolic(extent) or extent != 0
 
 
-def conv_output_size(size: int, k: int, s: int, d: int, pb: int, pe: int) -> int:
+def conv_output_size(size: Dim, k: int, s: int, d: int, pb: Dim, pe: Dim) -> Dim:
     return (size + pb + pe - ((k - 1) * d + 1)) // s + 1
 
 

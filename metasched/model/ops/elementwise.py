@@ -19,7 +19,7 @@ from metasched.model.ops import (
     select,
 )
 from metasched.model.te import Tensor, lazy
-from tir.ir import Call, Not, PrimExpr, const
+from tir.ir import Call, Not, PrimExpr, as_dtype, const
 from tir.ir.expr import And, Or, max_expr, min_expr
 
 _ONNX_TO_NP = {
@@ -400,7 +400,7 @@ for _name, _fn in UNARY.items():
     register(_name, kind="injective")(_unary(_fn))
 
 register("Not", kind="injective")(_unary(lambda c, x: Not(x), "bool"))
-register("IsNaN", kind="injective")(_unary(lambda c, x: Call("bool", "isnan", (x,)), "bool"))
+register("IsNaN", kind="injective")(_unary(lambda c, x: Call(as_dtype("bool"), "isnan", (x,)), "bool"))
 register("IsInf", kind="injective")(_unary(_is_inf, "bool"))
 
 

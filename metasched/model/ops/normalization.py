@@ -73,7 +73,7 @@ def _moments(ctx: OpContext, x: Tensor, axes: list[int]) -> tuple[Tensor, Tensor
     and 1 / their element count: mean = sum * inv, variance = squares * inv."""
     count = 1
     for d in axes:
-        count *= x.shape[d]
+        count *= x.shape[d]  # type: ignore[assignment]  # static extents only: const() below refuses a symbolic count
     inv = const(1.0 / count, x.dtype)
     mean = lower_reduce(ctx, x, axes, "sum", True, name=ctx.stage + "_mean")
     var = lower_reduce(

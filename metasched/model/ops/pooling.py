@@ -4,14 +4,14 @@ node the layout pass marked (see ``metasched.model.ops.conv.LAYOUT_ATTR``)."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 from metasched.model.ops import OpContext, mul, register
 from metasched.model.ops.conv import channels_last, join_channels, pad_tensor, resolve_pads, split_channels
 from metasched.model.ops.elementwise import call
-from metasched.model.symbolic import dim_max, is_symbolic
+from metasched.model.symbolic import Dim, dim_max, is_symbolic
 from metasched.model.te import Tensor, _lowest, lazy
-from tir.ir import Cast, PrimExpr, const
+from tir.ir import Cast, PrimExpr, as_dtype, const
 from tir.ir.expr import max_expr, min_expr
 
 
@@ -87,7 +87,7 @@ def _pool(ctx: OpContext, x: Tensor, kind: str) -> Tensor:
             extent = (hi - lo + dilations[d] - 1) // dilations[d] if dilations[d] > 1 else hi - lo
             count = extent if count is None else count * extent
         assert count is not None
-        return y[i] / Cast(x.dtype, count)
+        return y[i] / Cast(as_dtype(x.dtype), count)
 
     return lazy(shape, x.dtype, average)
 
@@ -127,12 +127,12 @@ def _global(ctx: OpContext, x: Tensor, kind: str) -> Tensor:
         return y
     if root is not None:
         return lazy(shape, x.dtype, lambda *i: root(y[i]))
-    total = 1
+    total: Dim = 1
     for e in sp:
         total *= e
     if is_symbolic(total):  # a symbolic window: divide by its size at run time
-        return lazy(shape, x.dtype, lambda *i: y[i] / Cast(x.dtype, total))
-    return lazy(shape, x.dtype, lambda *i: y[i] * const(1.0 / total, x.dtype))
+        return lazy(shape, x.dtype, lambda *i: y[i] / Cast(as_dtype(x.dtype), cast(PrimExpr, total)))
+    return lazy(shape, x.dtype, lambda *i: y[i] * const(1.0 / cast(int, total), x.dtype))
 
 
 @register("GlobalAveragePool", kind="complex")

@@ -8,7 +8,7 @@ without VNNI) and QAdd (onnxruntime's QLinearAdd)."""
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Any
+from typing import Any, overload
 
 import numpy as np
 
@@ -27,10 +27,14 @@ from metasched.model.ops.conv import conv_output_size, lower_conv, pad_tensor, r
 from metasched.model.ops.elementwise import _round_half_even
 from metasched.model.ops.matmul import lower_matmul
 from metasched.model.te import Tensor, lazy
-from tir.ir import Call, PrimExpr, const
+from tir.ir import Call, PrimExpr, as_dtype, const
 from tir.ir.expr import max_expr, min_expr
 
 
+@overload
+def _param(t: Tensor, axis: int, i: tuple[PrimExpr, ...]) -> PrimExpr: ...
+@overload
+def _param(t: Tensor | None, axis: int, i: tuple[PrimExpr, ...]) -> PrimExpr | None: ...
 def _param(t: Tensor | None, axis: int, i: tuple[PrimExpr, ...]) -> PrimExpr | None:
     if t is None:
         return None
@@ -168,7 +172,7 @@ def _conv_int16_pairs(ctx: OpContext, padded: Tensor, w: Tensor) -> Tensor:
     adjacent channels at one kernel position: the reduction runs over (channel pair, kernel...)."""
     n_sp = padded.ndim - 2
     m, cpg = w.shape[0], w.shape[1]
-    kernel = [int(k) for k in w.shape[2:]]
+    kernel = [int(k) for k in w.shape[2:]]  # type: ignore[arg-type]  # static extents only: int() refuses a symbolic one
     strides = list(ctx.attr("strides", [1] * n_sp))
     dilations = list(ctx.attr("dilations", [1] * n_sp))
     group = int(ctx.attr("group", 1))
@@ -191,6 +195,7 @@ def _conv_int16_pairs(ctx: OpContext, padded: Tensor, w: Tensor) -> Tensor:
         return ctx.builder.reduce(ctx.stage, shape, (cpg // 2, *kernel), element, "sum", dtype="int32")
 
     def flat(s: tuple[PrimExpr, ...], t: PrimExpr) -> PrimExpr:
+        window: list[PrimExpr]
         ic, rest, window = t % cpg, t // cpg, []
         for k in reversed(kernel):
             window.insert(0, rest % k)
@@ -198,7 +203,7 @@ def _conv_int16_pairs(ctx: OpContext, padded: Tensor, w: Tensor) -> Tensor:
         return product(s, ic, window)
 
     size = cpg * int(np.prod(kernel))
-    return _pairs_reduce(ctx, shape, size, flat)
+    return _pairs_reduce(ctx, shape, size, flat)  # type: ignore[arg-type]  # static extents only, as above
 
 
 @register("QConv", kind="complex")
@@ -257,8 +262,8 @@ def _matmul_int16_pairs(ctx: OpContext, a: Tensor, b: Tensor) -> Tensor:
     """``a @ b`` (a (..., M, K) or (K,), b (K, N)) as onnxruntime's ``vpmaddubsw`` kernels sum
     it: adjacent products along K summed in pairs into int16 with saturation, the pairs in int32."""
     a2 = a if a.ndim >= 2 else lazy((1, a.shape[0]), a.dtype, lambda i, k: a[(k,)])
-    size = int(a2.shape[-1])
-    if b.ndim != 2 or int(b.shape[0]) != size:
+    size = int(a2.shape[-1])  # type: ignore[arg-type]  # static extents only: int() refuses a symbolic one
+    if b.ndim != 2 or int(b.shape[0]) != size:  # type: ignore[arg-type]  # as above
         raise ctx.fail(f"inner dimensions differ: {a.shape} @ {b.shape}")
     shape = (*a2.shape[:-1], b.shape[1])
 
@@ -308,12 +313,12 @@ def _qadd(ctx: OpContext, inputs: list[Any]) -> list[Tensor]:
     def element(*i: PrimExpr) -> PrimExpr:
         av, bv = cast(broadcast_load(a, i), f32), cast(broadcast_load(b, i), f32)
         if a_scalar and not b_scalar:  # MLAS folds an operand constant along a span into the fixed part
-            v = Call(f32, "fma", (bv, const(rb, f32), const(fixed, f32) + av * const(ra, f32)))
+            v: PrimExpr = Call(as_dtype(f32), "fma", (bv, const(rb, f32), const(fixed, f32) + av * const(ra, f32)))
         elif b_scalar and not a_scalar:
-            v = Call(f32, "fma", (av, const(ra, f32), const(fixed, f32) + bv * const(rb, f32)))
+            v = Call(as_dtype(f32), "fma", (av, const(ra, f32), const(fixed, f32) + bv * const(rb, f32)))
         else:
-            inner = Call(f32, "fma", (bv, const(rb, f32), const(fixed, f32)))
-            v = Call(f32, "fma", (av, const(ra, f32), inner))
+            inner = Call(as_dtype(f32), "fma", (bv, const(rb, f32), const(fixed, f32)))
+            v = Call(as_dtype(f32), "fma", (av, const(ra, f32), inner))
         v = _round_half_even(v)
         return cast(min_expr(max_expr(v, const(lo, f32)), const(hi, f32)), out)
 

@@ -17,7 +17,7 @@ from metasched.model.ops import OpContext, cast, clamp, register, select
 from metasched.model.ops.elementwise import _round_half_even, call
 from metasched.model.ops.shape import _cubic_weights
 from metasched.model.te import Tensor, lazy
-from tir.ir import Cast, Let, PrimExpr, Var, const
+from tir.ir import Cast, Let, PrimExpr, Var, as_dtype, const
 from tir.ir.expr import And, max_expr, min_expr
 
 _MODES = {"bilinear": "linear", "linear": "linear", "nearest": "nearest", "bicubic": "cubic", "cubic": "cubic"}
@@ -76,8 +76,8 @@ def _grid_sample(ctx: OpContext, inputs: list[Any]) -> list[Tensor]:
     def tap(b: PrimExpr, ch: PrimExpr, ix: PrimExpr, iy: PrimExpr) -> PrimExpr:
         """The input at integer tap (ix, iy), padded."""
         if padding == "reflection":
-            ix = Cast("int32", _reflect(Cast(f, ix), *bounds[0]))
-            iy = Cast("int32", _reflect(Cast(f, iy), *bounds[1]))
+            ix = Cast(as_dtype("int32"), _reflect(Cast(as_dtype(f), ix), *bounds[0]))
+            iy = Cast(as_dtype("int32"), _reflect(Cast(as_dtype(f), iy), *bounds[1]))
         value = x[(b, ch, clamp(iy, height), clamp(ix, width))]
         if padding != "zeros":
             return value
@@ -91,7 +91,7 @@ def _grid_sample(ctx: OpContext, inputs: list[Any]) -> list[Tensor]:
             # torch's bicubic pads each tap, never the coordinate
             x0, y0 = call("floor", px), call("floor", py)
             wx, wy = _cubic_weights(px - x0, -0.75), _cubic_weights(py - y0, -0.75)
-            ix0, iy0 = Cast("int32", x0) - 1, Cast("int32", y0) - 1
+            ix0, iy0 = Cast(as_dtype("int32"), x0) - 1, Cast(as_dtype("int32"), y0) - 1
             total: PrimExpr | None = None
             for j in range(4):
                 row: PrimExpr | None = None
@@ -104,14 +104,16 @@ def _grid_sample(ctx: OpContext, inputs: list[Any]) -> list[Tensor]:
             assert total is not None
             return total
         # Bound once: every tap reads them (the reflection of a coordinate is a long expression).
-        vx, vy = Var("gx", f), Var("gy", f)
+        vx, vy = Var("gx", as_dtype(f)), Var("gy", as_dtype(f))
         return Let(vx, adjust(0, px), Let(vy, adjust(1, py), interpolate(b, ch, vx, vy)))
 
     def interpolate(b: PrimExpr, ch: PrimExpr, px: PrimExpr, py: PrimExpr) -> PrimExpr:
         if mode == "nearest":
-            return tap(b, ch, Cast("int32", _round_half_even(px)), Cast("int32", _round_half_even(py)))
+            return tap(
+                b, ch, Cast(as_dtype("int32"), _round_half_even(px)), Cast(as_dtype("int32"), _round_half_even(py))
+            )
         x1, y1 = call("floor", px), call("floor", py)
-        ix, iy = Cast("int32", x1), Cast("int32", y1)
+        ix, iy = Cast(as_dtype("int32"), x1), Cast(as_dtype("int32"), y1)
         dx, dy = px - x1, py - y1
         one = const(1.0, f)
         top = tap(b, ch, ix, iy) * cast(one - dx, x.dtype) + tap(b, ch, ix + 1, iy) * cast(dx, x.dtype)

@@ -126,7 +126,7 @@ def _topk(ctx: OpContext, inputs: list[Any]) -> list[Tensor]:
         return a > b if largest else a < b
 
     if k == 0:
-        empty = [
+        empty: list[Tensor] = [
             lazy(out_shape, x.dtype, lambda *i: const(0, x.dtype)),
             lazy(out_shape, "int64", lambda *i: const(0, "int64")),
         ]
@@ -157,6 +157,7 @@ def _topk_passes(ctx: OpContext, x: Tensor, axis: int, k: int, largest: bool, be
     value first, then index)."""
     rows = tuple(e for d, e in enumerate(x.shape) if d != axis)
     extent = x.shape[axis]
+    assert isinstance(extent, int)  # _topk refuses a symbolic extent
     worst = _worst(x.dtype, largest)
     values: list[Tensor] = []
     indices: list[Tensor] = []
@@ -196,6 +197,7 @@ def _topk_ranked(ctx: OpContext, x: Tensor, axis: int, k: int, beats: Any, out_s
     """The index of the element of each rank < K, from every element's rank (how many elements
     come before it: better, or equal at a lower index)."""
     extent = x.shape[axis]
+    assert isinstance(extent, int)  # _topk refuses a symbolic extent
 
     def before(s: tuple[PrimExpr, ...], r: tuple[PrimExpr, ...]) -> PrimExpr:
         other = x[tuple(r[0] if d == axis else v for d, v in enumerate(s))]

@@ -24,11 +24,11 @@ from metasched.model.ops import (
 from metasched.model.ops.elementwise import _ONNX_TO_NP, call
 from metasched.model.symbolic import Dim, dim, dims_equal, is_symbolic, prod, shape_text
 from metasched.model.te import BufferTensor, Tensor, lazy
-from tir.ir import Cast, PrimExpr, const
+from tir.ir import Cast, PrimExpr, as_dtype, const
 from tir.ir.expr import And, conjunction, max_expr, min_expr
 
 
-def reshape_view(x: Tensor, shape: tuple[int, ...]) -> Tensor:
+def reshape_view(x: Tensor, shape: tuple[Dim, ...]) -> Tensor:
     """``x`` read through a row-major reshape."""
     if tuple(shape) == tuple(x.shape):
         return x
@@ -68,7 +68,7 @@ def _reshape_shape(ctx: OpContext, x: Tensor, target: list[int]) -> tuple[Dim, .
     return tuple(out)
 
 
-def view_shape(ctx: OpContext, x: Tensor) -> tuple[int, ...]:
+def view_shape(ctx: OpContext, x: Tensor) -> tuple[Dim, ...]:
     """The output shape of a view operator."""
     op = ctx.op_type
     if op == "Reshape":
@@ -164,7 +164,7 @@ def _split(ctx: OpContext, inputs: list[Any]) -> list[Tensor]:
         extent = x.shape[axis]
         size = -(-extent // n)
         split = [min(size, extent - k * size) for k in range(n)]
-    outs = []
+    outs: list[Tensor] = []
     offset = 0
     for size in split:
         shape = tuple(size if d == axis else e for d, e in enumerate(x.shape))
@@ -308,7 +308,7 @@ def _coordinate(
 ) -> PrimExpr:
     # Divided by the scale, not multiplied by its reciprocal: onnxruntime divides, and a
     # coordinate that lands exactly on a half must stay there for the nearest modes.
-    o = Cast(dtype, out)
+    o = Cast(as_dtype(dtype), out)
     s = const(scale, dtype)
     if mode == "asymmetric":
         return o / s
@@ -351,7 +351,7 @@ def _nearest(mode: str, x: PrimExpr) -> PrimExpr:
         r = call("floor", x + half)
     else:  # round_prefer_floor
         r = call("ceil", x - half)
-    return Cast("int32", r)
+    return Cast(as_dtype("int32"), r)
 
 
 @register("Resize", "Upsample", kind="injective", value_inputs=(1, 2, 3))
@@ -404,12 +404,12 @@ def _resize(ctx: OpContext, inputs: list[Any]) -> list[Tensor]:
         if mode == "linear":
             # onnxruntime clamps the linear coordinate into the input
             c = max_expr(min_expr(c, const(float(extent - 1), f32)), const(0.0, f32))
-            lo = Cast("int32", call("floor", c))
-            frac = c - Cast(f32, lo)
+            lo = Cast(as_dtype("int32"), call("floor", c))
+            frac = c - Cast(as_dtype(f32), lo)
             lo_c = clamp(lo, extent)
             return [(lo_c, const(1.0, f32) - frac), (min_expr(lo_c + 1, extent - 1), frac)]
-        lo = Cast("int32", call("floor", c))
-        frac = c - Cast(f32, lo)
+        lo = Cast(as_dtype("int32"), call("floor", c))
+        frac = c - Cast(as_dtype(f32), lo)
         weights = _cubic_weights(frac, cubic_a)
         taps = [(lo + (k - 1), w) for k, w in enumerate(weights)]
         if exclude_outside:
@@ -428,7 +428,7 @@ def _resize(ctx: OpContext, inputs: list[Any]) -> list[Tensor]:
         # linear: 2^k taps over the k resized axes; cubic: 4^k
         taps: list[tuple[list[PrimExpr], PrimExpr | None]] = [(list(i), None)]
         for d in resized:
-            new = []
+            new: list[tuple[list[PrimExpr], PrimExpr | None]] = []
             for idx, w in taps:
                 for pos, weight in axis_taps(d, i[d]):
                     nidx = list(idx)

@@ -27,6 +27,8 @@ After::
 
 from __future__ import annotations
 
+from typing import cast
+
 from metasched.space.postproc import Postproc, PostprocError
 from tir.analysis.tree import TreeIndex
 from tir.ir import For, IntImm, post_order_visit
@@ -80,7 +82,7 @@ class RewriteCooperativeFetch(Postproc):
                 raise PostprocError(self.name, f"block {name!r}: the copy has no loop nest of constant extent")
             total = 1
             for loop in own:
-                total *= loop.extent.value  # type: ignore[union-attr]
+                total *= cast(IntImm, loop.extent).value  # constant: checked above
             warps = kernel_thread_extent(sch.index, nest, "threadIdx.y")
             threads = warps * WARP_SIZE
             vector = next((v for v in (widest, 8, 4, 2, 1) if v <= widest and total % (threads * v) == 0), 1)

@@ -168,7 +168,8 @@ class RewriteParallelVectorizeUnroll(Postproc):
                 continue
             extent = loop.extent.value
             if extent <= max_extent and extent >= 2 and _power_of_two(extent):
-                _attempt(sch, lambda s, name=name: s.vectorize(s.get_loops(s.get_block(name))[-1]))
+                # mypy cannot infer a lambda with default arguments (a checker limitation)
+                _attempt(sch, lambda s, name=name: s.vectorize(s.get_loops(s.get_block(name))[-1]))  # type: ignore[misc]
                 continue
             # Split by the largest power of two of 8 or more that divides it: 24 channels of a
             # register tile (120 = 5 x 24 at 16 lanes) as 3 vectors of 8 (they ran scalar: a 5x5

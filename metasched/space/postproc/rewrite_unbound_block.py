@@ -21,6 +21,8 @@ After::
 
 from __future__ import annotations
 
+from typing import cast
+
 from metasched.space.postproc import Postproc, PostprocError
 from metasched.space.postproc.rewrite_cooperative_fetch import copy_loops
 from tir.ir import IntImm, IterKind
@@ -58,7 +60,7 @@ class RewriteUnboundBlock(Postproc):
                 raise PostprocError(self.name, f"block {name!r} is outside every kernel and not a plain loop nest")
             total = 1
             for loop in own:
-                total *= loop.extent.value  # type: ignore[union-attr]
+                total *= cast(IntImm, loop.extent).value  # constant: checked above
             threads = next((t for t in (256, 128, 64, 32) if t <= self.max_threads and total % t == 0), 256)
             threads = min(threads, total)
             handles = sch.get_loops(sch.get_block(name))

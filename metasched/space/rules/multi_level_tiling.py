@@ -55,6 +55,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import cast
 
 from metasched.space.analysis import (
     TILED,
@@ -70,7 +71,7 @@ from metasched.space.analysis import (
 )
 from metasched.space.registers import best_rows, row_limit
 from metasched.space.rules import SketchRule, try_on_copy
-from tir.ir import IntImm, IterKind, Var
+from tir.ir import Block, IntImm, IterKind, Var
 from tir.schedule import Schedule, ScheduleError
 from tir.schedule.handles import BlockRV, LoopRV
 from tir.target import Target
@@ -202,7 +203,7 @@ def _outer_first(info: BlockInfo, covered: list[set[Var]]) -> list[int]:
         shape = region.buffer.shape
         if not all(isinstance(extent, IntImm) for extent in shape):
             return list(range(len(covered)))
-        sizes.append((math.prod(extent.value for extent in shape) * region.buffer.dtype.bits, region))
+        sizes.append((math.prod(cast(IntImm, extent).value for extent in shape) * region.buffer.dtype.bits, region))
     sizes.sort(key=lambda item: -item[0])
     if len(sizes) < 2 or sizes[0][0] <= 2 * sizes[1][0]:
         return list(range(len(covered)))
@@ -377,8 +378,10 @@ class MultiLevelTiling(SketchRule):
         results = []
         for pack in packs:
             for level in levels:
+                # mypy cannot infer a lambda with default arguments (a checker limitation)
                 tiled = try_on_copy(
-                    sch, lambda s, pack=pack, level=level: self._tile(s, block, info, pack, level, fuse_consumer)
+                    sch,
+                    lambda s, pack=pack, level=level: self._tile(s, block, info, pack, level, fuse_consumer),  # type: ignore[misc]
                 )
                 if tiled is not None:
                     results.append(tiled)
@@ -386,7 +389,8 @@ class MultiLevelTiling(SketchRule):
         if row_stages:
             for pack in packs:
                 tiled = try_on_copy(
-                    sch, lambda s, pack=pack: self._tile(s, block, info, pack, None, False, row_stages=row_stages)
+                    sch,
+                    lambda s, pack=pack: self._tile(s, block, info, pack, None, False, row_stages=row_stages),  # type: ignore[misc]  # as above
                 )
                 if tiled is not None:
                     results.append(tiled)
@@ -397,7 +401,8 @@ class MultiLevelTiling(SketchRule):
             # sketches) never start from an unmeasured tile shape.
             for pack in packs[1:]:
                 tiled = try_on_copy(
-                    sch, lambda s, pack=pack: self._tile(s, block, info, pack, None, fuse_consumer, tail=True)
+                    sch,
+                    lambda s, pack=pack: self._tile(s, block, info, pack, None, fuse_consumer, tail=True),  # type: ignore[misc]  # as above
                 )
                 if tiled is not None:
                     results.append(tiled)
@@ -518,7 +523,9 @@ class MultiLevelTiling(SketchRule):
             # A blockized block whose extent-1 iterator is bound to a constant, say: the rule
             # that asked falls back to its other sketches.
             raise ScheduleError(
-                "multi_level_tiling", f"block {sch.get(block).name!r}", "its iterators are not bound 1:1 to loops"
+                "multi_level_tiling",
+                f"block {cast(Block, sch.get(block)).name!r}",
+                "its iterators are not bound 1:1 to loops",
             )
         self._tile(sch, block, info, None, level, level is not None and self._fusible_consumer(sch, info))
 
@@ -544,6 +551,9 @@ class MultiLevelTiling(SketchRule):
         spatial_tiles: list[list[LoopRV]] = []
         spatial = list(info.spatial)
         batch_vars = self.batch_vars(info)
+        # Names reused below: ``lanes`` a count, then the vector loop; ``outer`` a loop, then an order.
+        lanes: int | LoopRV
+        outer: LoopRV | list[int]
         if tail:
             # The pixels as one loop, in register tiles that need not divide it: the last tile
             # is cut short (a predicate, which lowering's partition_tails takes out of the full

@@ -45,13 +45,14 @@ After (one sketch; tile sizes are sampled)::
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import cast
 
 from metasched.space.analysis import TILED
 from metasched.space.rules import SketchRule, try_on_copy
 from metasched.space.rules.multi_level_tiling import MultiLevelTiling
 from metasched.space.tensorize import TensorizeCandidate, apply_candidate, index_text, tensorize_candidates
 from tir.intrin import TensorIntrin
-from tir.ir import BlockRealize, BufferStore, IterKind, Var, substitute
+from tir.ir import Block, BlockRealize, BufferStore, IterKind, PrimExpr, Var, substitute
 from tir.schedule import Schedule
 from tir.schedule.handles import BlockRV
 from tir.target import Target
@@ -108,7 +109,8 @@ class MultiLevelTilingWithIntrin(SketchRule):
         results = []
         for candidate in self.candidates(sch, block):
             for level in (None, *self.write_levels):
-                made = try_on_copy(sch, lambda s, c=candidate, level=level: self._sketch(s, block, c, level))
+                # mypy cannot infer a lambda with default arguments (a checker limitation)
+                made = try_on_copy(sch, lambda s, c=candidate, level=level: self._sketch(s, block, c, level))  # type: ignore[misc]
                 if made is not None:
                     results.append(made)
         return results or [sch]
@@ -117,7 +119,7 @@ class MultiLevelTilingWithIntrin(SketchRule):
         before = set(sch.index.blocks)
         outer = apply_candidate(sch, block, candidate, tensorize=False)
         self.tiling.tile(sch, outer, level)  # annotates it as tiled
-        made = [n for n in sch.index.blocks if n not in before and n != sch.get(outer).name]
+        made = [n for n in sch.index.blocks if n not in before and n != cast(Block, sch.get(outer)).name]
         for name in made:
             pack_in_layout_order(sch, name)
         _merge_copies(sch, made)
@@ -143,12 +145,12 @@ def _merge_copies(sch: Schedule, made: list[str]) -> None:
         if name not in sch.index.blocks:
             continue
         block = sch.get_block(name)
-        consumers = [sch.get(c).name for c in sch.get_consumers(block)]
-        producers = [sch.get(p).name for p in sch.get_producers(block)]
+        consumers = [cast(Block, sch.get(c)).name for c in sch.get_consumers(block)]
+        producers = [cast(Block, sch.get(p)).name for p in sch.get_producers(block)]
         if consumers and all(c in new for c in consumers):
-            step = try_on_copy(sch, lambda s, name=name: s.compute_inline(s.get_block(name)))
+            step = try_on_copy(sch, lambda s, name=name: s.compute_inline(s.get_block(name)))  # type: ignore[misc]  # as above
         elif len(producers) == 1 and producers[0] in new:
-            step = try_on_copy(sch, lambda s, name=name: s.reverse_compute_inline(s.get_block(name)))
+            step = try_on_copy(sch, lambda s, name=name: s.reverse_compute_inline(s.get_block(name)))  # type: ignore[misc]  # as above
         else:
             continue
         if step is not None:
@@ -172,7 +174,7 @@ def pack_in_layout_order(sch: Schedule, name: str) -> None:
     if len(store.indices) == len(iters) and all(a is b for a, b in zip(store.indices, iters)):
         return  # already in order
     params = [f"v{k}" for k in range(len(iters))]
-    renamed = {var: Var(p, var.dtype) for var, p in zip(iters, params)}
+    renamed: dict[Var, PrimExpr] = {var: Var(p, var.dtype) for var, p in zip(iters, params)}
     try:
         results = [index_text(substitute(index, renamed)) for index in store.indices]
     except ValueError:  # an index a map cannot state: leave the copy as it is

@@ -45,6 +45,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import cast
 
 import tir.intrin.cuda as I
 from metasched.space.analysis import TILED
@@ -54,7 +55,7 @@ from metasched.space.rules import SketchRule, try_on_copy
 from metasched.space.rules.multi_level_tiling_intrin import pack_in_layout_order
 from metasched.space.tensorize import TensorizeCandidate, match_intrin, operand_position, to_fused_form
 from tir.intrin import IntrinError, TensorIntrin
-from tir.ir import BufferStore, IterKind
+from tir.ir import Block, BufferStore, IterKind
 from tir.schedule import Schedule, ScheduleError
 from tir.schedule.handles import BlockRV, ExprRV, LoopRV
 from tir.target import Target
@@ -182,7 +183,8 @@ class MultiLevelTilingTensorCore(SketchRule):
         results = []
         for group, candidate in self.candidates(sch, block):
             for pipelined in self.pipeline:
-                made = try_on_copy(sch, lambda s, g=group, c=candidate, p=pipelined: self._sketch(s, block, g, c, p))
+                # mypy cannot infer a lambda with default arguments (a checker limitation)
+                made = try_on_copy(sch, lambda s, g=group, c=candidate, p=pipelined: self._sketch(s, block, g, c, p))  # type: ignore[misc]
                 if made is not None:
                     results.append(made)
         return results or [sch]
@@ -211,8 +213,10 @@ class MultiLevelTilingTensorCore(SketchRule):
         # shared-memory copies now: inline them, so the shared copies read the originals.
         for name in copies:
             if name in sch.index.blocks and sch.get_consumers(sch.get_block(name)):
-                consumers = [sch.get(c).name for c in sch.get_consumers(sch.get_block(name))]
-                if all(c in (sch.get(a_shared).name, sch.get(b_shared).name) for c in consumers):
+                consumers = [cast(Block, sch.get(c)).name for c in sch.get_consumers(sch.get_block(name))]
+                if all(
+                    c in (cast(Block, sch.get(a_shared)).name, cast(Block, sch.get(b_shared)).name) for c in consumers
+                ):
                     sch.compute_inline(sch.get_block(name))
 
         # A reindexed output (a convolution's C'[m, n]) goes back to its tensor through shared
@@ -298,16 +302,16 @@ def _iterate_as_read(sch: Schedule, name: str) -> None:
     indices instead (``transform_block_layout``), so it can be inlined into the block that
     writes ``C'``."""
     from metasched.space.tensorize import index_text
-    from tir.ir import BufferLoad, Var, substitute
+    from tir.ir import BufferLoad, PrimExpr, Var, substitute
 
     block = sch.index.blocks[name].block
-    load = block.body.value  # type: ignore[union-attr]
+    load = block.body.value  # type: ignore[attr-defined]  # any body with a value; checked just below
     if not isinstance(load, BufferLoad):
         raise ScheduleError("multi_level_tiling_tensor_core", name, "the output copy is not a plain load")
     iters = [iv.var for iv in block.iter_vars]
     if len(load.indices) == len(iters) and all(a is b for a, b in zip(load.indices, iters)):
         return
     params = [f"v{k}" for k in range(len(iters))]
-    renamed = {var: Var(p, var.dtype) for var, p in zip(iters, params)}
+    renamed: dict[Var, PrimExpr] = {var: Var(p, var.dtype) for var, p in zip(iters, params)}
     results = [index_text(substitute(index, renamed)) for index in load.indices]
     sch.transform_block_layout(sch.get_block(name), f"lambda {', '.join(params)}: ({', '.join(results)},)")

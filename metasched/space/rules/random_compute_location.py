@@ -17,6 +17,7 @@ when there is none (a convolution's padding: neighbouring tiles overlap).
 from __future__ import annotations
 
 import math
+from typing import cast
 
 from metasched.space.analysis import TILED, block_info, is_output, kinds_driven, readers_of
 from metasched.space.rules import SketchRule, try_on_copy
@@ -115,7 +116,7 @@ def _instances(index: TreeIndex, block_name: str) -> int | None:
     extents = [loop.extent for loop in index.loops_above(index.blocks[block_name])]
     if not all(isinstance(e, IntImm) for e in extents):
         return None
-    return math.prod(e.value for e in extents)
+    return math.prod(cast(IntImm, e).value for e in extents)
 
 
 def _drives_reduction(loop: For) -> bool:

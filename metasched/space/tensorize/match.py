@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 from tir.intrin import IntrinError, TensorIntrin
 from tir.ir import (
@@ -189,7 +189,9 @@ def _read_desc(intrin: TensorIntrin) -> _Desc:
     block = node.block
     if not isinstance(block.body, BufferStore) or block.init is not None:
         raise _Miss("form", "its description's block is not one store without an init")
-    iters, kinds, extents = [], [], []
+    iters: list[Var] = []
+    kinds: list[IterKind] = []
+    extents: list[int] = []
     for iv in block.iter_vars:
         if iv.kind not in (IterKind.SPATIAL, IterKind.REDUCE):
             raise _Miss("form", f"its description's iterator {iv.var.name} is opaque")
@@ -197,7 +199,7 @@ def _read_desc(intrin: TensorIntrin) -> _Desc:
             raise _Miss("form", f"its description's iterator {iv.var.name} has no constant domain from 0")
         iters.append(iv.var)
         kinds.append(iv.kind)
-        extents.append(_const(iv.dom.extent))
+        extents.append(cast(int, _const(iv.dom.extent)))  # constant: checked above
     loop_vars = [loop.loop_var for loop in loops]
     order = []
     for value in node.iter_values:
@@ -369,11 +371,11 @@ def _match(func: PrimFunc, block_name: str, intrin: TensorIntrin) -> TensorizeCa
         raise _Miss("form", "the block has match_buffer views or allocations")
     if any(iv.kind not in (IterKind.SPATIAL, IterKind.REDUCE) for iv in block.iter_vars):
         raise _Miss("form", "the block has opaque iterators")
-    extents = []
+    extents: list[int] = []
     for iv in block.iter_vars:
         if _const(iv.dom.min) != 0 or _const(iv.dom.extent) is None:
             raise _Miss("form", f"iterator {iv.var.name} has no constant domain from 0")
-        extents.append(_const(iv.dom.extent))
+        extents.append(cast(int, _const(iv.dom.extent)))  # constant: checked above
     if not _perfect_nest(realize, loops):
         raise _Miss(
             "schedule", "the block's loops are not a perfect nest binding one iterator each (schedule it before tiling)"
@@ -474,12 +476,13 @@ def _match(func: PrimFunc, block_name: str, intrin: TensorIntrin) -> TensorizeCa
         dims_order = _fused_dims(indices, block, group_of_iter, order, used, buffer)
         layout_args = (param, desc_access[id(param)])
         layout_rest = (groups, group_of_desc, desc_iter_index, desc)
-        final = _final_layout(*layout_args, dims_order or used, *layout_rest)
+        # mypy mis-maps a second *tuple that follows a positional argument (a checker limitation)
+        final = _final_layout(*layout_args, dims_order or used, *layout_rest)  # type: ignore[arg-type]
         padded = any(groups[g].padded_extent != groups[g].extent for g in used)
         is_param = any(buffer is p for p in func.params)
         reindex = dims_order is None or (final is not None and not padded and is_param)
         if reindex:  # the copy's dimensions are the groups in order (fuse_map below)
-            final = _final_layout(*layout_args, used, *layout_rest)
+            final = _final_layout(*layout_args, used, *layout_rest)  # type: ignore[arg-type]  # as above
         fuse_map = None
         if reindex:
             dims = [k for k in range(len(block.iter_vars)) if group_of_iter[k] in used]
@@ -628,7 +631,7 @@ def _final_layout(
                 term = text if " // " not in text else f"({text})"
                 outer = f"({outer}) * {count} + {term}"
         # the inner part: e_p with each intrinsic iterator t replaced by F % e_t
-        mapping = {}
+        mapping: dict[Var, PrimExpr] = {}
         for v in desc.iters:
             t = desc_iter_index[id(v)]
             g = group_of_desc[t]

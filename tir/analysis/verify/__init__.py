@@ -82,12 +82,19 @@ class VerificationError(ValueError):
         super().__init__(f"function {func_name!r} fails validation ({len(violations)} problem(s)):\n{listed}")
 
 
-def verify(func: PrimFunc | IRModule, target: Target | str | None = None) -> list[Violation]:
-    """Every rule violation in ``func`` (each function of a module), empty when it is valid."""
+def verify(func: PrimFunc | IRModule, target: Target | str | None = None, staged: bool = False) -> list[Violation]:
+    """Every rule violation in ``func`` (each function of a module), empty when it is valid.
+
+    ``staged``: ``func`` is a state a schedule passes through (what ``Schedule(debug=True)``
+    checks after every step), not a program about to be built: a shared-scope buffer that a
+    kernel reads may still be written before the kernel, outside it (``cache_read(..., "shared")``
+    puts its copy at the top level; a later ``compute_at`` moves it in), and then ``region-cover``
+    judges the read as it judges any buffer's. ``cooperative-access`` (shared memory does not
+    outlive a kernel) holds a program to be built."""
     if isinstance(func, IRModule):
         found: list[Violation] = []
         for one in func.functions.values():
-            found.extend(verify(one, target))
+            found.extend(verify(one, target, staged))
         return found
     if not isinstance(func, PrimFunc):
         raise TypeError(f"verify needs a PrimFunc or an IRModule, got {type(func).__name__}")
@@ -95,7 +102,7 @@ def verify(func: PrimFunc | IRModule, target: Target | str | None = None) -> lis
     program = walk(func)
     violations = check_well_formed(program)
     violations += check_bindings(program)
-    violations += check_regions(program)
+    violations += check_regions(program, staged)
     violations += check_gpu(program, resolved)
     violations += check_bounds(func)
     order = {rule: k for k, rule in enumerate(RULES)}

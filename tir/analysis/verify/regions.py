@@ -244,7 +244,7 @@ def _is_below(info: BlockInfo, other: BlockInfo) -> bool:
 # ---------------------------------------------------------------- region-cover
 
 
-def _scope_cover(scope: BlockInfo, program: Program, out: list[Violation]) -> None:
+def _scope_cover(scope: BlockInfo, program: Program, out: list[Violation], staged: bool) -> None:
     raw = program.raw_access.get(id(scope.block), set())
     children = scope.children
     constants = program.func.constants  # T.allocate_const: covered by its values
@@ -257,7 +257,8 @@ def _scope_cover(scope: BlockInfo, program: Program, out: list[Violation]) -> No
             if not reads or any(w is consumer for w in writers):
                 continue
             if is_shared_scope(buffer) and consumer.kernel is not None:
-                continue  # cooperative-access judges shared memory inside kernels
+                if not staged or _kernel_writes(consumer, buffer):
+                    continue  # cooperative-access judges shared memory inside kernels
             producers = [w for w in writers if w.order < consumer.order]
             if not producers:
                 later = [w for w in writers if w.order > consumer.order and _common(w, consumer)]
@@ -331,7 +332,17 @@ def _judge(
 # ---------------------------------------------------------------- cooperative-access
 
 
-def _kernel_cover(kernel: Kernel, program: Program, out: list[Violation]) -> None:
+def _kernel_writes(consumer: BlockInfo, buffer: Buffer) -> bool:
+    """Whether a block of ``consumer``'s kernel before it writes ``buffer``."""
+    kernel = consumer.kernel
+    assert kernel is not None
+    return any(
+        p.order < consumer.order and not _is_below(consumer, p) and any(r.buffer is buffer for r in p.block.writes)
+        for p in kernel.blocks
+    )
+
+
+def _kernel_cover(kernel: Kernel, program: Program, out: list[Violation], staged: bool) -> None:
     raw: set[int] = set()
     for info in kernel.blocks:
         if info.children:  # a leaf's own loads and stores are what its signature says
@@ -354,6 +365,8 @@ def _kernel_cover(kernel: Kernel, program: Program, out: list[Violation]) -> Non
                 and any(r.buffer is buffer for r in p.block.writes)
             ]
             if not producers:
+                if staged:
+                    continue  # written outside the kernel, for now: region-cover judges it
                 out.append(
                     Violation(
                         COOPERATIVE_RULE,
@@ -377,12 +390,13 @@ def _kernel_top(kernel: Kernel) -> BlockInfo | None:
     return node
 
 
-def check_regions(program: Program) -> list[Violation]:
-    """The ``region-cover`` and ``cooperative-access`` violations of the walked program."""
+def check_regions(program: Program, staged: bool = False) -> list[Violation]:
+    """The ``region-cover`` and ``cooperative-access`` violations of the walked program
+    (``staged``: a schedule's intermediate state, see ``verify``)."""
     out: list[Violation] = []
     for info in program.blocks:
         if info.block.alloc_buffers:
-            _scope_cover(info, program, out)
+            _scope_cover(info, program, out, staged)
     for kernel in program.kernels:
-        _kernel_cover(kernel, program, out)
+        _kernel_cover(kernel, program, out, staged)
     return out

@@ -1065,7 +1065,12 @@ def _nest_parts(plan: _Plan, preserve_unit_loops: bool) -> tuple[list[tuple[Var,
             value = lo + axis
             if not exact:
                 conditions.append(axis < extent)
-        values.append(analyzer.simplify(value))
+        if bound == 1 and exact and preserve_unit_loops:
+            # The kept unit loop stays in the binding (``lo + ax``), as TVM writes it: simplifying
+            # would drop the variable the caller asked to keep.
+            values.append(Analyzer().simplify(analyzer.simplify(lo) + loops[-1][0]))  # the loop's range unknown here
+        else:
+            values.append(analyzer.simplify(value))
         if rng is not None:
             clips.append((values[-1], lo, extent, dom.min + dom.extent))
             if not analyzer.can_prove(lo >= dom.min):
