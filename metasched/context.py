@@ -165,10 +165,7 @@ class Tuning:
     def measure(self, contexts: Sequence[TuneContext], candidates: Sequence[Candidate], best: float | None = None) -> list[MeasureResult]:
         """Build, check and time ``candidates`` (the ``i``-th a candidate of ``contexts[i]``)."""
         inputs = [MeasureInput(c.func, self.target, reference=ctx.task.func) for ctx, c in zip(contexts, candidates)]
-        if best is None:
-            outcomes = self.measurer.measure(inputs)
-        else:
-            outcomes = self.measurer.measure(inputs, best_seconds=best)
+        outcomes = self.measurer.measure(inputs, best_seconds=best)
         return [MeasureResult.of(outcome) for outcome in outcomes]
 
     def commit(self, context: TuneContext, candidates: Sequence[Candidate], outcomes: Sequence[MeasureResult]) -> list[float | None]:

@@ -257,7 +257,7 @@ def _scope_cover(scope: BlockInfo, program: Program, out: list[Violation], stage
             if not reads or any(w is consumer for w in writers):
                 continue
             if is_shared_scope(buffer) and consumer.kernel is not None:
-                if not staged or _kernel_writes(consumer, buffer):
+                if not staged or _kernel_producers(consumer, buffer):
                     continue  # cooperative-access judges shared memory inside kernels
             producers = [w for w in writers if w.order < consumer.order]
             if not producers:
@@ -332,14 +332,15 @@ def _judge(
 # ---------------------------------------------------------------- cooperative-access
 
 
-def _kernel_writes(consumer: BlockInfo, buffer: Buffer) -> bool:
-    """Whether a block of ``consumer``'s kernel before it writes ``buffer``."""
+def _kernel_producers(consumer: BlockInfo, buffer: Buffer) -> list[BlockInfo]:
+    """The blocks of ``consumer``'s kernel before it (not enclosing it) that write ``buffer``."""
     kernel = consumer.kernel
     assert kernel is not None
-    return any(
-        p.order < consumer.order and not _is_below(consumer, p) and any(r.buffer is buffer for r in p.block.writes)
+    return [
+        p
         for p in kernel.blocks
-    )
+        if p.order < consumer.order and not _is_below(consumer, p) and any(r.buffer is buffer for r in p.block.writes)
+    ]
 
 
 def _kernel_cover(kernel: Kernel, program: Program, out: list[Violation], staged: bool) -> None:
@@ -357,13 +358,7 @@ def _kernel_cover(kernel: Kernel, program: Program, out: list[Violation], staged
                 continue
             if any(r.buffer is buffer for r in consumer.block.writes):
                 continue
-            producers = [
-                p
-                for p in kernel.blocks
-                if p.order < consumer.order
-                and not _is_below(consumer, p)
-                and any(r.buffer is buffer for r in p.block.writes)
-            ]
+            producers = _kernel_producers(consumer, buffer)
             if not producers:
                 if staged:
                     continue  # written outside the kernel, for now: region-cover judges it
