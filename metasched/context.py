@@ -109,7 +109,7 @@ class Tuning:
         sketches = space.generate(task.func, self.target)
         postprocs = list(space.postprocs_for(self.target))
         search = make_strategy(strategy, task, sketches, postprocs, self.model, seed, maker, **options)
-        result = TaskResult(task.name, task.func, task.target, task.weight, task.flops)
+        result = TaskResult(task.name, task.func, task.target.text, task.weight, task.flops)
         progress = TaskProgress(task.weight, flops=task.flops, group=group)
         context = TuneContext(len(self.contexts), task, self.target, search, result, progress)
         self.contexts.append(context)

@@ -33,7 +33,8 @@ def workload_hash(func: PrimFunc) -> str:
 
 @dataclass
 class Task:
-    """A workload to tune: ``func`` is the unscheduled program, ``target`` the full target string.
+    """A workload to tune: ``func`` is the unscheduled program, ``target`` the parsed target
+    (``str(task.target)`` is its full text, the database's key).
 
     A model's tasks (``metasched.model.compiled.group_tasks``) are named after the first fused
     group that runs the program (``g12_conv_relu``) and say more: ``pattern`` is that group's
@@ -44,7 +45,7 @@ class Task:
 
     name: str
     func: PrimFunc
-    target: str
+    target: Target
     weight: float = 1.0
     flops: float = field(default=0.0)
     pattern: str | None = None
@@ -63,8 +64,8 @@ class Task:
             raise TypeError(f"a task needs a PrimFunc, got {type(func).__name__}")
         if not isinstance(func.body, BlockRealize):
             raise ValueError(f"function {func.name!r} has no root block: tune programs before lowering them")
-        text = target.text if isinstance(target, Target) else str(Target.parse(target).text)
-        return Task(name or func.name, func, text, float(weight), float(count_flops(func)), pattern, symbolic_func)
+        parsed = Target.parse(target)
+        return Task(name or func.name, func, parsed, float(weight), float(count_flops(func)), pattern, symbolic_func)
 
     @property
     def kernel(self) -> PrimFunc:

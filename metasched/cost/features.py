@@ -109,6 +109,7 @@ from tir.ir import (
     as_dtype,
 )
 from tir.ir.functor import contains, free_vars
+from tir.target import Target
 
 __all__ = ["FEATURE_NAMES", "MAX_ACCESSES", "NUM_FEATURES", "extract_features"]
 
@@ -988,7 +989,7 @@ def _degraded_row(ctx: _Context, stored: Buffer | None, init_skip: frozenset[int
 # ---------------------------------------------------------------- entry point
 
 
-def extract_features(func: PrimFunc, target: object = "llvm") -> np.ndarray:
+def extract_features(func: PrimFunc, target: str | Target = "llvm") -> np.ndarray:
     """Features of a scheduled program: one row per buffer store, ``NUM_FEATURES`` columns.
 
     ``target`` (a string or ``tir.Target``) gives the vector width and the core count the
@@ -999,10 +1000,9 @@ def extract_features(func: PrimFunc, target: object = "llvm") -> np.ndarray:
     for a program it cannot fully describe: ``misc.features_incomplete`` flags the rows whose
     features it could not all compute (see the module docstring).
     """
-    from tir.target import Target
     from tir.transform.split_prepack import LAYOUT_FREE_ATTR, split_prepack
 
-    parsed = Target.parse(target) if isinstance(target, (str, Target)) or target is None else Target.parse(str(target))
+    parsed = Target.parse(target)
     vector_bytes = parsed.vector_bytes if parsed.is_cpu else 16
     cores = parsed.num_cores if parsed.is_cpu else 1
     ctx = _Context(target_lanes_bytes=vector_bytes, cores=cores)

@@ -94,6 +94,7 @@ from typing import Any, TypeGuard
 import numpy as np
 
 from metasched.model.graph import Graph, Node
+from tir.target import Target
 
 __all__ = ["INT16_PAIRS_ENV", "QADD", "QCONV", "QMATMUL", "fuse_qdq", "onnxruntime_saturates_pairs"]
 
@@ -112,14 +113,13 @@ _INT_RANGES = {"uint8": (0, 255), "int8": (-128, 127)}
 INT16_PAIRS_ENV = "METASCHED_QDQ_INT16_PAIRS"
 
 
-def onnxruntime_saturates_pairs(target: object = None) -> bool:
+def onnxruntime_saturates_pairs(target: str | Target | None = None) -> bool:
     """Whether onnxruntime's uint8 x int8 kernels sum adjacent products in int16 with saturation
     (``vpmaddubsw``) on ``target`` (default: this machine): x86-64 with AVX2 and without VNNI.
     MLAS picks its kernels so (``MlasPlatform``): AVX512-VNNI or AVX-VNNI gives ``vpdpbusd``
     (exact), AVX2 or AVX512 without them ``vpmaddubsw``; without AVX2 it widens (exact)."""
-    from tir.target import Target
 
-    t = Target.host() if target is None else Target.parse(target)  # type: ignore[arg-type]
+    t = Target.parse(target)  # None: this machine
     if not t.is_cpu or t.isa != "x86_64" or not t.has("avx2"):
         return False
     return not (t.has("avx512vnni") or t.has("avxvnni"))
