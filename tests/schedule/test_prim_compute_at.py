@@ -755,3 +755,48 @@ def test_compute_at_refuses_an_index_after_a_consumer() -> None:
     with pytest.raises(ScheduleError, match=r"index=2: statement 1 of the loop i reads what the block writes"):
         sch.compute_at(sch.get_block("B"), i, index=2)
     assert tir.structural_equal(sch.func, side_statement)
+
+
+@pytest.mark.parametrize(("index", "order"), [(-1, ("E", "B", "C")), (-2, ("B", "E", "C"))])
+def test_compute_at_default_index_is_the_last_point_before_a_consumer(index: int, order: tuple[str, ...]) -> None:
+    # TVM's meaning: -1 the last point the dependences allow (just before C, the first statement
+    # reading B), -2 the first (no statement writes what B reads: the start).
+    sch = Schedule(side_statement)
+    (i,) = sch.get_loops(sch.get_block("E"))
+    sch.compute_at(sch.get_block("B"), i, index=index)
+    check_numerics(side_statement, sch.func)
+    script = sch.func.script()
+    positions = [script.index(f'T.block("{name}")') for name in order]
+    assert positions == sorted(positions)
+
+
+# ---------------------------------------------------------------- shared memory under thread loops
+
+
+@T.script
+def shared_tile(A: T.Buffer((64, 64), "float32"), C: T.Buffer((64, 64), "float32")):
+    A_shared = T.alloc_buffer((64, 64), "float32", scope="shared")
+    for i, j in T.grid(64, 64):
+        with T.block("A_shared"):
+            vi, vj = T.remap("SS", i, j)
+            A_shared[vi, vj] = A[vi, vj]
+    for bx in T.thread_binding(4, thread="blockIdx.x"):
+        for tx in T.thread_binding(4, thread="threadIdx.x"):
+            for i, j in T.grid(4, 64):
+                with T.block("C"):
+                    vi = T.spatial_axis(64, bx * 16 + tx * 4 + i)
+                    vj = T.spatial_axis(64, j)
+                    C[vi, vj] = A_shared[vi, vj] + 1.0
+
+
+def test_compute_at_shared_buffer_covers_every_thread_of_the_block() -> None:
+    # Under threadIdx.x, one copy of A_shared serves the block's 4 threads: each iteration
+    # computes their 16 rows (TVM's storage-scope relaxation), not the thread's own 4.
+    sch = Schedule(shared_tile)
+    (tx,) = [loop for loop in sch.get_loops(sch.get_block("C")) if sch.get(loop).thread_tag == "threadIdx.x"]
+    sch.compute_at(sch.get_block("A_shared"), tx)
+    check_numerics(shared_tile, sch.func, llvm=False)  # GPU loops: the interpreter runs them
+    check_replay(sch, shared_tile)
+    script = sch.func.script()
+    assert "for ax0, ax1 in T.grid(16, 64):" in script, script
+    assert "T.spatial_axis(64, bx * 16 + ax0)" in script, script

@@ -7,7 +7,9 @@ from a region analysis:
   computes the region of its buffer that the consumers under the loop read in that iteration
   (their read regions, relaxed over the loops inside the target loop; the target loop and the
   loops around it stay symbolic), mapped back to the producer's iterators through its write
-  index.
+  index. A buffer in ``shared`` memory is relaxed over the thread loops around the target loop
+  too (``threadIdx``, ``vthread``; ``warp`` memory over ``threadIdx.x``): the threads of a
+  block share it, so each iteration computes what all of them read, as TVM does.
 - ``reverse_compute_at`` puts a consumer at the end of the loop's body. At each iteration it
   computes every instance whose read window of the produced buffer meets what the producers
   under the loop wrote in that iteration. An instance is thus computed (again) at the last
@@ -138,9 +140,9 @@ def compute_at(
     - a reduction's init still runs before every update of the same output element (its reduce
       iterators get loops of their own inside the target loop, so this holds unless the target
       loop itself fuses spatial with reduce iterators out of order; see ``reorder``);
-    - ``index`` (TVM's): -1 and -2 put the block before the loop body's statements, ``k >= 0``
-      before statement ``k`` (``len(body)``: after all); a statement before that point must not
-      read what the block writes.
+    - ``index`` (TVM's): -1 puts the block just before the first statement of the loop's body
+      that reads what it writes, -2 just after the last one that writes what it reads, ``k >= 0``
+      before statement ``k`` (``len(body)``: after all), between those two.
 
     Before (``compute_at(B, i)``)::
 
@@ -205,9 +207,9 @@ def reverse_compute_at(
       checks them);
     - a reduction's init still runs before every update of the same output element (see
       ``compute_at``);
-    - ``index`` (TVM's): -1 puts the block after the loop body's statements, -2 right after
-      the last one that writes what it reads, ``k >= 0`` before statement ``k``; a statement
-      after that point must not write what the block reads.
+    - ``index`` (TVM's): -1 puts the block just before the first statement of the loop's body
+      that reads what it writes (after all of them when none does), -2 just after the last one
+      that writes what it reads, ``k >= 0`` before statement ``k``, between those two.
 
     Before (``reverse_compute_at(D, i)``)::
 
@@ -576,9 +578,10 @@ def _forward_tile_ranges(
 def _consumed_region(index: TreeIndex, loop: For, consumers: list[BlockRealize], buffer: Buffer) -> tuple[Range, ...]:
     """The hull of what ``consumers`` read of ``buffer`` in one iteration of ``loop``."""
     region: tuple[Range, ...] | None = None
+    shared_threads = _shared_thread_dom(index, loop, buffer)
     for consumer in consumers:
         bindings = dict(zip((iv.var for iv in consumer.block.iter_vars), consumer.iter_values))
-        inner = _inner_dom(index, loop, consumer)
+        inner = {**shared_threads, **_inner_dom(index, loop, consumer)}
         for access in consumer.block.reads:
             if access.buffer is not buffer:
                 continue
@@ -586,6 +589,27 @@ def _consumed_region(index: TreeIndex, loop: For, consumers: list[BlockRealize],
             region = relaxed if region is None else _union(region, relaxed, buffer)
     assert region is not None
     return region
+
+
+def _shared_thread_dom(index: TreeIndex, loop: For, buffer: Buffer) -> dict[Var, Range]:
+    """Ranges of the thread loops at and around ``loop`` whose threads share ``buffer``'s memory:
+    ``threadIdx.*`` and ``vthread*`` for ``shared``, ``threadIdx.x`` for ``warp``, none otherwise."""
+    tags = _SHARING_THREADS.get(buffer.scope)
+    if tags is None:
+        return {}
+    return {
+        node.loop_var: Range(node.min, node.extent)
+        for node in [loop, *index.loops_above(loop)]
+        if node.thread_tag is not None and node.thread_tag.startswith(tags)
+    }
+
+
+#: The thread tags (prefixes) whose threads see one copy of a buffer in that storage scope.
+_SHARING_THREADS = {
+    "shared": ("threadIdx.", "vthread"),
+    "shared.dyn": ("threadIdx.", "vthread"),
+    "warp": ("threadIdx.x",),
+}
 
 
 def _inner_dom(index: TreeIndex, loop: For, stmt: Stmt) -> dict[Var, Range]:
@@ -934,13 +958,12 @@ def _body_items(loop: For) -> tuple[Stmt, ...]:
 
 
 def _insertion_point(primitive: str, tree: TreeIndex, plan: _Plan, index: int, reverse: bool) -> int:
-    """Where among the statements of the loop's body the block goes, from TVM's ``index``:
-    -1 (the default) after everything for reverse_compute_at and before everything for
-    compute_at; -2 the first point the dependences allow (for compute_at the same as -1, for
-    reverse_compute_at right after the last statement holding a producer); ``k >= 0`` before
-    the statement ``k`` (``len(body)``: after all). A point is refused when a statement before
-    it (compute_at) reads what the block writes, or one after it (reverse_compute_at) writes
-    what it reads: the block would run after its consumer, or before its producer."""
+    """Where among the statements of the loop's body the block goes, from TVM's ``index``. The
+    dependences allow the points from just after the last statement that writes what the block
+    reads (its producers) to just before the first statement that reads what it writes (its
+    consumers): -1 (the default) is the last of them, -2 the first, ``k >= 0`` the point before
+    statement ``k`` (``len(body)``: after all), which must lie between the two. A point outside
+    them is refused: the block would run after its consumer, or before its producer."""
     items = _body_items(plan.loop)
     block = plan.realize.block
     target = block_target(plan.realize)
@@ -953,41 +976,45 @@ def _insertion_point(primitive: str, tree: TreeIndex, plan: _Plan, index: int, r
     def fed_by(stmt: Stmt) -> bool:  # holds a block that writes what the moved block reads
         return any(any(writes_buffer(b, inp) for inp in inputs) for b in _blocks_within(stmt))
 
+    first = max((k + 1 for k, item in enumerate(items) if fed_by(item)), default=0)
+    last = min((k for k, item in enumerate(items) if feeds(item)), default=len(items))
+    loop_name = plan.loop.loop_var.name
+    if first > last:
+        raise ScheduleError(
+            primitive,
+            target,
+            f"in the body of the loop {loop_name}, statement {last} reads what the block writes and statement "
+            f"{first - 1} writes what it reads: no point in between",
+            plan.loop,
+        )
     if index == -1:
-        return len(items) if reverse else 0
+        return last
     if index == -2:
-        if not reverse:
-            return 0
-        last = max((k for k, item in enumerate(items) if fed_by(item)), default=-1)
-        return last + 1
+        return first
     if not 0 <= index <= len(items):
         raise ScheduleError(
             primitive,
             f"index={index!r}",
-            f"the body of the loop {plan.loop.loop_var.name} has {len(items)} statements: the index must be -1, "
+            f"the body of the loop {loop_name} has {len(items)} statements: the index must be -1, "
             f"-2 or in [0, {len(items)}]",
             plan.loop,
         )
-    if not reverse:
-        for k, item in enumerate(items[:index]):
-            if feeds(item):
-                raise ScheduleError(
-                    primitive,
-                    target,
-                    f"index={index}: statement {k} of the loop {plan.loop.loop_var.name} reads what the block "
-                    "writes, so the block must go before it",
-                    item,
-                )
-    else:
-        for k, item in enumerate(items[index:], start=index):
-            if fed_by(item):
-                raise ScheduleError(
-                    primitive,
-                    target,
-                    f"index={index}: statement {k} of the loop {plan.loop.loop_var.name} writes what the block "
-                    "reads, so the block must go after it",
-                    item,
-                )
+    if index > last:
+        raise ScheduleError(
+            primitive,
+            target,
+            f"index={index}: statement {last} of the loop {loop_name} reads what the block writes, so the block "
+            f"must go before it (index in [{first}, {last}])",
+            items[last],
+        )
+    if index < first:
+        raise ScheduleError(
+            primitive,
+            target,
+            f"index={index}: statement {first - 1} of the loop {loop_name} writes what the block reads, so the "
+            f"block must go after it (index in [{first}, {last}])",
+            items[first - 1],
+        )
     return index
 
 
