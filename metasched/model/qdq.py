@@ -118,7 +118,6 @@ def onnxruntime_saturates_pairs(target: str | Target | None = None) -> bool:
     (``vpmaddubsw``) on ``target`` (default: this machine): x86-64 with AVX2 and without VNNI.
     MLAS picks its kernels so (``MlasPlatform``): AVX512-VNNI or AVX-VNNI gives ``vpdpbusd``
     (exact), AVX2 or AVX512 without them ``vpmaddubsw``; without AVX2 it widens (exact)."""
-
     t = Target.parse(target)  # None: this machine
     if not t.is_cpu or t.isa != "x86_64" or not t.has("avx2"):
         return False

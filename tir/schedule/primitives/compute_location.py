@@ -168,7 +168,7 @@ def compute_at(
     """
     tree = TreeIndex(func)
     plan = _plan(tree, block_name, loop_var, reverse=False)
-    position = _insertion_point("compute_at", tree, plan, index, reverse=False)
+    position = _insertion_point("compute_at", plan, index)
     result = _rewrite(tree, plan, preserve_unit_loops, position)
     check_parallel_loops_above(result, block_name, "compute_at")
     check_init_order("compute_at", block_target(plan.realize), func, result, [block_name])
@@ -236,7 +236,7 @@ def reverse_compute_at(
     """
     tree = TreeIndex(func)
     plan = _plan(tree, block_name, loop_var, reverse=True)
-    position = _insertion_point("reverse_compute_at", tree, plan, index, reverse=True)
+    position = _insertion_point("reverse_compute_at", plan, index)
     result = _rewrite(tree, plan, preserve_unit_loops, position)
     check_parallel_loops_above(result, block_name, "reverse_compute_at")
     check_init_order("reverse_compute_at", block_target(plan.realize), func, result, [block_name])
@@ -957,7 +957,7 @@ def _body_items(loop: For) -> tuple[Stmt, ...]:
     return loop.body.stmts if isinstance(loop.body, SeqStmt) else (loop.body,)
 
 
-def _insertion_point(primitive: str, tree: TreeIndex, plan: _Plan, index: int, reverse: bool) -> int:
+def _insertion_point(primitive: str, plan: _Plan, index: int) -> int:
     """Where among the statements of the loop's body the block goes, from TVM's ``index``. The
     dependences allow the points from just after the last statement that writes what the block
     reads (its producers) to just before the first statement that reads what it writes (its
