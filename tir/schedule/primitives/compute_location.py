@@ -42,6 +42,7 @@ symbolic and only bounded), a ``T.where`` keeps the instances inside.
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass
 
 from tir.analysis.tree import TreeIndex, child_stmts, replace_stmt
@@ -107,7 +108,13 @@ class _Plan:
 
 
 def compute_at(
-    func: PrimFunc, block_name: str, loop_var: Var, preserve_unit_loops: bool = False, index: int = -1
+    func: PrimFunc,
+    block_name: str,
+    loop_var: Var,
+    preserve_unit_loops: bool = False,
+    index: int = -1,
+    *,
+    crossing: Collection[str] = (),
 ) -> PrimFunc:
     """Move a producer block under a loop of its consumers, computing at each iteration of the
     loop exactly the region of its buffer that the consumers under the loop read there.
@@ -144,6 +151,10 @@ def compute_at(
       that reads what it writes, -2 just after the last one that writes what it reads, ``k >= 0``
       before statement ``k`` (``len(body)``: after all), between those two.
 
+    ``crossing`` (not a Schedule argument): names of blocks that may now run before the block
+    although they write what it reads -- ``reindex_cache_read`` moves a copy made before the
+    statement past that statement's writers, on purpose.
+
     Before (``compute_at(B, i)``)::
 
         for i in range(17):
@@ -167,7 +178,7 @@ def compute_at(
                 C[vi] = B[vi] + B[vi + 1]
     """
     tree = TreeIndex(func)
-    plan = _plan(tree, block_name, loop_var, reverse=False)
+    plan = _plan(tree, block_name, loop_var, reverse=False, crossing=frozenset(crossing))
     position = _insertion_point("compute_at", plan, index)
     result = _rewrite(tree, plan, preserve_unit_loops, position)
     check_parallel_loops_above(result, block_name, "compute_at")
@@ -176,7 +187,13 @@ def compute_at(
 
 
 def reverse_compute_at(
-    func: PrimFunc, block_name: str, loop_var: Var, preserve_unit_loops: bool = False, index: int = -1
+    func: PrimFunc,
+    block_name: str,
+    loop_var: Var,
+    preserve_unit_loops: bool = False,
+    index: int = -1,
+    *,
+    crossing: Collection[str] = (),
 ) -> PrimFunc:
     """Move a consumer block under a loop of its producers, computing at each iteration of the
     loop the instances whose input the producers under the loop have just written.
@@ -211,6 +228,10 @@ def reverse_compute_at(
       that reads what it writes (after all of them when none does), -2 just after the last one
       that writes what it reads, ``k >= 0`` before statement ``k``, between those two.
 
+    ``crossing`` (not a Schedule argument): names of blocks that may now run after the block
+    although they read what it writes -- ``reindex_cache_write`` moves a copy back made after
+    the statement before that statement's readers, on purpose.
+
     Before (``reverse_compute_at(D, i)``)::
 
         for i, j in T.grid(16, 16):
@@ -235,7 +256,7 @@ def reverse_compute_at(
                     D[vi, vj] = T.max(B[vi, vj], 0.0)
     """
     tree = TreeIndex(func)
-    plan = _plan(tree, block_name, loop_var, reverse=True)
+    plan = _plan(tree, block_name, loop_var, reverse=True, crossing=frozenset(crossing))
     position = _insertion_point("reverse_compute_at", plan, index)
     result = _rewrite(tree, plan, preserve_unit_loops, position)
     check_parallel_loops_above(result, block_name, "reverse_compute_at")
@@ -304,7 +325,9 @@ def _loops_in_order(index: TreeIndex, scope: BlockRealize | None) -> list[For]:
 # ---------------------------------------------------------------- checks
 
 
-def _plan(index: TreeIndex, block_name: str, loop_var: Var, reverse: bool) -> _Plan:
+def _plan(
+    index: TreeIndex, block_name: str, loop_var: Var, reverse: bool, crossing: frozenset[str] = frozenset()
+) -> _Plan:
     primitive = "reverse_compute_at" if reverse else "compute_at"
     realize = find_block(index, block_name, primitive)
     loop = index.loops.get(id(loop_var))
@@ -347,9 +370,9 @@ def _plan(index: TreeIndex, block_name: str, loop_var: Var, reverse: bool) -> _P
     kept = _check_movable_block(primitive, index, realize)
 
     if reverse:
-        ranges = _reverse_ranges(primitive, index, realize, loop, siblings, position, under)
+        ranges = _reverse_ranges(primitive, index, realize, loop, siblings, position, under, crossing)
     else:
-        ranges = _forward_ranges(primitive, index, realize, loop, siblings, position, under)
+        ranges = _forward_ranges(primitive, index, realize, loop, siblings, position, under, crossing)
     nest = detachable_nest(index, realize, primitive)
     outer_dom = context_dom(index, loop)
     outer_dom[loop.loop_var] = Range(loop.min, loop.extent)
@@ -393,6 +416,7 @@ def _forward_ranges(
     siblings: list[BlockRealize],
     position: int,
     under: list[int],
+    crossing: frozenset[str] = frozenset(),
 ) -> list[IterRange]:
     block = realize.block
     target = block_target(realize)
@@ -436,7 +460,7 @@ def _forward_ranges(
     # Blocks that now run before the moved block must not write what it reads.
     inputs = [region.buffer for region in block.reads if region.buffer is not buffer]
     between = siblings[position + 1 : under[0]] + [siblings[k] for k in under]
-    for other in between:
+    for other in (b for b in between if b.block.name not in crossing):
         for written in inputs:
             if writes_buffer(other.block, written):
                 raise ScheduleError(
@@ -646,6 +670,7 @@ def _reverse_ranges(
     siblings: list[BlockRealize],
     position: int,
     under: list[int],
+    crossing: frozenset[str] = frozenset(),
 ) -> list[IterRange]:
     block = realize.block
     target = block_target(realize)
@@ -669,7 +694,7 @@ def _reverse_ranges(
     # Blocks that now run after the moved block must not touch what it writes.
     outputs = [region.buffer for region in block.writes]
     between = [siblings[k] for k in under] + siblings[under[-1] + 1 : position]
-    for other in between:
+    for other in (b for b in between if b.block.name not in crossing):
         for output in outputs:
             if reads_buffer(other.block, output) or writes_buffer(other.block, output):
                 raise ScheduleError(

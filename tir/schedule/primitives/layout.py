@@ -174,6 +174,8 @@ def reindex(
     buffer_index: int,
     base_name: str | None = None,
     storage_scope: str | None = None,
+    *,
+    stale_copy_ok: bool = False,
 ) -> tuple[PrimFunc, str]:
     """Access a buffer of a block through a new buffer indexed by the block's iterators.
 
@@ -371,7 +373,8 @@ def reindex(
     stmts = body_stmts(scope.block)
     top = stmts[position]
     other_reads, other_writes = touches(top, buffer, skip=[realize])
-    if buffer_kind == "read" and other_writes:
+    # stale_copy_ok: the caller moves the copy next to the block (reindex_cache_read/_write).
+    if buffer_kind == "read" and other_writes and not stale_copy_ok:
         raise ScheduleError(
             primitive,
             target,
@@ -379,7 +382,7 @@ def reindex(
             "would be stale",
             top,
         )
-    if buffer_kind == "write" and (other_reads or other_writes):
+    if buffer_kind == "write" and (other_reads or other_writes) and not stale_copy_ok:
         raise ScheduleError(
             primitive,
             target,

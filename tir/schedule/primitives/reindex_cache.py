@@ -10,13 +10,15 @@ takes every iterator of the block, as in TVM.
 from __future__ import annotations
 
 from tir.analysis.tree import TreeIndex
-from tir.ir import PrimFunc, free_vars
+from tir.ir import BlockRealize, Buffer, For, PrimFunc, Var, free_vars
 from tir.schedule.errors import ScheduleError
 from tir.schedule.handles import BlockRV
 from tir.schedule.index_map import IndexMap, IndexMapError
-from tir.schedule.primitives._common import block_target, doc_from, find_block
+from tir.schedule.primitives._common import block_target, body_stmts, doc_from, find_block, top_position
 from tir.schedule.primitives._layout_util import region_buffer
+from tir.schedule.primitives._location_util import blocks_in_order
 from tir.schedule.primitives.cache import check_scope_name
+from tir.schedule.primitives.compute_location import compute_at, reverse_compute_at
 from tir.schedule.primitives.layout import IndexMapLike, reindex, transform_layout
 
 
@@ -111,14 +113,58 @@ def _reindex_cache(
             target,
             f"the index map {full_map} uses {names}, iterators the access of {buffer.name} does not use",
         )
+    near, conflicts = _loop_shared_with_conflicts(index, realize, buffer, kind)
     try:
-        func, copy_name = reindex(func, block_name, kind, buffer_index, f"{buffer.name}_{storage_scope}", storage_scope)
+        func, copy_name = reindex(
+            func,
+            block_name,
+            kind,
+            buffer_index,
+            f"{buffer.name}_{storage_scope}",
+            storage_scope,
+            stale_copy_ok=near is not None,
+        )
+        if near is not None:
+            # Another block of the statement writes A (or reads C): the copy goes next to the
+            # block, inside the innermost loop around both -- right before the block's
+            # statement for a read, right after it for a write -- covering one iteration.
+            move = compute_at if kind == "read" else reverse_compute_at
+            func = move(func, copy_name, near, crossing=conflicts)
         # The copy is indexed by the used iterators in block order: the map restricted to them.
         layout = IndexMap(tuple(full_map.params[k] for k in used), full_map.results)
         return transform_layout(func, block_name, kind, buffer_index, layout), copy_name
     except ScheduleError as error:
         # Named as the user's step: the rule broken is the reindex's or the layout's.
         raise ScheduleError(primitive, error.target, f"({error.primitive}) {error.rule}", error.fragment) from None
+
+
+def _loop_shared_with_conflicts(
+    index: TreeIndex, realize: BlockRealize, buffer: Buffer, kind: str
+) -> tuple[Var | None, list[str]]:
+    """The innermost loop around the block and every other block of its top-level statement
+    that writes ``buffer`` (a read cache would copy before their writes) or reads it (a write
+    cache would copy back after their reads), and those blocks' names; None when there is none.
+    A write cache with another writer is left to ``reindex`` to refuse: the copy back could
+    overwrite its values."""
+    scope = index.scope_block(realize)
+    if scope is None:
+        return None, []
+    position = top_position(index, scope, realize)
+    if position is None:
+        return None, []
+    top = body_stmts(scope.block)[position]
+    others = [r for r in blocks_in_order(index) if r is not realize and (r is top or index.is_ancestor(top, r))]
+    writers = [r for r in others if any(region.buffer is buffer for region in r.block.writes)]
+    readers = [r for r in others if any(region.buffer is buffer for region in r.block.reads)]
+    if kind == "write" and writers:
+        return None, []
+    conflicts = writers if kind == "read" else readers
+    if not conflicts:
+        return None, []
+    for node in index.ancestors(realize):
+        if isinstance(node, For) and all(index.is_ancestor(node, other) for other in conflicts):
+            return node.loop_var, [other.block.name for other in conflicts]
+    return None, []
 
 
 class ReindexCachePrimitives:
