@@ -55,3 +55,57 @@ def test_decompose_padding_refuses_a_condition_that_reads_memory() -> None:
     block = sch.get_block("block")
     with pytest.raises(ScheduleError, match="the condition and the pad value must read no buffer"):
         sch.decompose_padding(block, sch.get_loops(block)[0])
+
+
+@T.script
+def pad_then_pool(x: T.Buffer((12,), "float32"), y: T.Buffer((12,), "float32")):
+    p = T.alloc_buffer((14,), "float32")
+    for i in range(14):
+        with T.block("pad"):
+            vi = T.remap("S", i)
+            p[vi] = T.if_then_else(1 <= vi and vi < 13, x[vi - 1], T.float32(0))
+    for i, k in T.grid(12, 3):
+        with T.block("pool"):
+            vi, vk = T.remap("SR", i, k)
+            with T.init():
+                y[vi] = 0.0
+            y[vi] = y[vi] + p[vi + vk]
+
+
+def test_decompose_padding_at_a_loop_that_also_holds_the_consumer() -> None:
+    # After compute_at, the pad block shares loop io with the pool: the fill copies io (the
+    # path) and goes before it; the pool stays where it is (TVM's "tiled and lift pad").
+    sch = Schedule(pad_then_pool, debug=True)
+    pool = sch.get_block("pool")
+    i, _ = sch.get_loops(pool)
+    io, _ = sch.split(i, [3, 4])
+    sch.compute_at(sch.get_block("pad"), io)
+    pad = sch.get_block("pad")
+    fill = sch.decompose_padding(pad, sch.get_loops(pad)[0])
+    text = sch.func.script()
+    assert text.index('T.block("pad_pad_const")') < text.index('T.block("pad")') < text.index('T.block("pool")')
+    assert sch.get(fill).name == "pad_pad_const"
+    check_numerics(pad_then_pool, sch.func)
+    check_replay(sch, pad_then_pool)
+
+
+@T.script
+def pad_overwritten(x: T.Buffer((12,), "float32"), y: T.Buffer((14,), "float32")):
+    p = T.alloc_buffer((14,), "float32")
+    for i in range(14):
+        with T.block("pad"):
+            vi = T.remap("S", i)
+            p[vi] = T.if_then_else(1 <= vi and vi < 13, x[vi - 1], T.float32(0))
+        with T.block("mark"):
+            vi = T.remap("S", i)
+            p[vi] = p[vi] + 1.0
+        with T.block("out"):
+            vi = T.remap("S", i)
+            y[vi] = p[vi]
+
+
+def test_decompose_padding_refuses_another_writer_under_the_loop() -> None:
+    sch = Schedule(pad_overwritten)
+    pad = sch.get_block("pad")
+    with pytest.raises(ScheduleError, match="block 'mark' under loop i also writes p"):
+        sch.decompose_padding(pad, sch.get_loops(pad)[0])

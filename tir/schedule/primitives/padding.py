@@ -9,7 +9,20 @@ from __future__ import annotations
 
 from tir.analysis import infer_block_access
 from tir.analysis.tree import TreeIndex, replace_stmt
-from tir.ir import Block, BlockRealize, BufferLoad, BufferStore, Call, For, IterKind, IterVar, PrimFunc, Stmt, Var
+from tir.ir import (
+    Block,
+    BlockRealize,
+    BufferLoad,
+    BufferStore,
+    Call,
+    For,
+    IterKind,
+    IterVar,
+    PrimFunc,
+    SeqStmt,
+    Stmt,
+    Var,
+)
 from tir.ir import post_order_visit as _visit
 from tir.ir.expr import conjunction
 from tir.schedule.errors import ScheduleError
@@ -26,7 +39,8 @@ def decompose_padding(func: PrimFunc, block_name: str, loop_var: Var) -> tuple[P
 
     Preconditions: the block is spatial, its body one store ``P[...] = T.if_then_else(c, v,
     pad)`` where ``c`` and ``pad`` read no buffer; ``loop`` is above the block in its scope with
-    only loops in between.
+    only loops in between, or statement lists whose other statements stay under ``loop`` (the
+    fill copies only the loops on the block's path); no other block under ``loop`` writes ``P``.
 
     Before (``decompose_padding(P, i)``)::
 
@@ -73,13 +87,29 @@ def decompose_padding(func: PrimFunc, block_name: str, loop_var: Var) -> tuple[P
         if parent is loop:
             chain.append(parent)
             break
+        if isinstance(parent, SeqStmt):  # siblings of the path stay where they are
+            continue
         if not isinstance(parent, For):
             break
         chain.append(parent)
     if loop is None or not chain or chain[-1] is not loop:
         raise ScheduleError(
-            primitive, target, f"loop {loop_var.name} must be above the block with only loops in between"
+            primitive,
+            target,
+            f"loop {loop_var.name} must be above the block with only loops (and statement lists) in between",
         )
+    # The fill now runs before everything under the loop: no other block there may write P, or
+    # the order of its stores and the pad value's would change.
+    for other in index.blocks.values():
+        if other is not realize and index.is_ancestor(loop, other):
+            if any(region.buffer is store.buffer for region in other.block.writes):
+                raise ScheduleError(
+                    primitive,
+                    target,
+                    f"block {other.block.name!r} under loop {loop_var.name} also writes {store.buffer.name}; the "
+                    "pad values moved before the loop would change the order of their stores",
+                    other,
+                )
     bindings = {iv.var: v for iv, v in zip(block.iter_vars, realize.iter_values)}
     from tir.ir import substitute
 
