@@ -861,3 +861,37 @@ def test_a_shared_copy_still_outside_its_kernel_is_a_valid_schedule_state_not_a_
     assert [v.rule for v in verify(uncovered, staged=True)] == ["region-cover"]
     with pytest.raises(ScheduleError, match="region-cover"):
         Schedule(uncovered, debug=True)
+
+
+# ---------------------------------------------------------------- data guards in T.where
+
+
+@T.script
+def guard_declared(A: T.Buffer((8, 8), "float32"), M: T.Buffer((8, 8), "float32"), C: T.Buffer((8, 8), "float32")):
+    for i, j in T.grid(8, 8):
+        with T.block("C"):
+            vi, vj = T.remap("SS", i, j)
+            T.where(M[i, j] > 0.0)
+            T.reads(A[vi, vj], M[vi, vj])
+            T.writes(C[vi, vj])
+            C[vi, vj] = A[vi, vj] + 1.0
+
+
+@T.script
+def guard_undeclared(A: T.Buffer((8, 8), "float32"), M: T.Buffer((8, 8), "float32"), C: T.Buffer((8, 8), "float32")):
+    for i, j in T.grid(8, 8):
+        with T.block("C"):
+            vi, vj = T.remap("SS", i, j)
+            T.where(M[j, i] > 0.0)
+            T.reads(A[vi, vj], M[vi, vj])
+            T.writes(C[vi, vj])
+            C[vi, vj] = A[vi, vj] + 1.0
+
+
+def test_a_data_guard_is_judged_apart_from_the_bindings() -> None:
+    # T.where(M[i, j] > 0.0) skips instances at run time: the bindings stay quasi-affine, and
+    # the guard's loads must lie in the block's declared reads (M[j, i] does not).
+    assert verify(guard_declared) == []
+    violations = verify(guard_undeclared)
+    assert [v.rule for v in violations] == ["binding"]
+    assert "the predicate loads M[j, i], which no read region the block declares covers" in violations[0].message

@@ -6,7 +6,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from schedule_testing import check_schedule
+from schedule_testing import check_numerics, check_replay, check_schedule
 
 import tir
 import tir.script as T
@@ -385,3 +385,45 @@ def test_compute_inline_of_a_block_whose_init_runs_at_every_instance(golden) -> 
     sch = Schedule(scaled_unit_reduction, debug=True)
     sch.compute_inline(sch.get_block("B"))
     check_schedule(sch, scaled_unit_reduction, golden, "schedule/compute_inline_unit_reduction")
+
+
+# ---------------------------------------------------------------- a data guard in the consumer's T.where
+
+
+@T.script
+def guarded_consumer(A: T.Buffer((16, 16), "float32"), C: T.Buffer((16, 16), "float32")):
+    B = T.alloc_buffer((16, 16), "float32")
+    for i, j in T.grid(16, 16):
+        with T.block("B"):
+            vi, vj = T.remap("SS", i, j)
+            B[vi, vj] = A[vi, vj] * 2.0
+    for i, j in T.grid(16, 16):
+        with T.block("C"):
+            vi, vj = T.remap("SS", i, j)
+            T.where(B[i, j] < 10.0)
+            C[vi, vj] = B[vi, vj] + 1.0
+
+
+def test_compute_inline_into_a_data_guard() -> None:
+    # TVM's test_compute_inline_predicate: the guard T.where(B[i, j] < 10.0) reads what B
+    # computes; inlining rewrites it too (A[i, j] * 2.0 < 10.0), and the program validates.
+    sch = Schedule(guarded_consumer, debug=True)
+    sch.compute_inline(sch.get_block("B"))
+    assert "T.where(A[i, j] * 2.0 < 10.0)" in sch.func.script()
+    check_numerics(guarded_consumer, sch.func)
+    check_replay(sch, guarded_consumer)
+
+
+@pytest.mark.parametrize(
+    "step",
+    [
+        lambda s: s.compute_at(s.get_block("B"), s.get_loops(s.get_block("C"))[1]),
+        lambda s: s.split(s.get_loops(s.get_block("C"))[1], [None, 4]),
+        lambda s: s.fuse(*s.get_loops(s.get_block("C"))),
+        lambda s: s.blockize(s.get_loops(s.get_block("C"))[1]),
+    ],
+)
+def test_a_data_guard_survives_loop_changes(step) -> None:  # type: ignore[no-untyped-def]
+    sch = Schedule(guarded_consumer, debug=True)
+    step(sch)
+    check_numerics(guarded_consumer, sch.func)

@@ -531,6 +531,16 @@ def logical_or(a: PrimExpr, b: PrimExpr) -> PrimExpr:
     return Or(a, b)
 
 
+def conjuncts(condition: PrimExpr) -> list[PrimExpr]:
+    """The operands of a chain of ``and`` (nested either way), in order; a constant true
+    condition gives none (the inverse of ``conjunction``)."""
+    if isinstance(condition, And):
+        return conjuncts(condition.a) + conjuncts(condition.b)
+    if isinstance(condition, IntImm) and condition.value != 0:
+        return []
+    return [condition]
+
+
 def conjunction(conditions: Sequence[PrimExpr]) -> PrimExpr:
     """``c0 and c1 and ...`` folded from the left; ``True`` for no condition."""
     result: PrimExpr | None = None

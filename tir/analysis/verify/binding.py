@@ -24,6 +24,11 @@
   enumeration of the nest shows an update running first, which loops fusing spatial with
   reduce iterators out of order can do).
 
+A predicate conjunct that loads from a buffer (``T.where(B[i, j] < 10.0)``) is a data guard:
+it skips instances at run time, so the rules above judge the bindings without it; each element
+it loads must lie in a read region the block declares (at the same instance), which keeps
+every dependence and region computed from the declared reads true for the guard.
+
 When the predicate cannot be related to the bindings, the value ranges iter-map reports are
 supersets; an excursion is then confirmed by enumerating the loop nest (up to 2**16 points)
 or not reported.
@@ -53,6 +58,7 @@ from tir.ir.expr import (
     NE,
     Add,
     And,
+    BufferLoad,
     Cast,
     FloorDiv,
     FloorMod,
@@ -66,7 +72,10 @@ from tir.ir.expr import (
     PrimExpr,
     Sub,
     Var,
+    conjunction,
+    conjuncts,
 )
+from tir.ir.functor import post_order_visit, substitute
 from tir.ir.stmt import For, ForKind
 
 RULE = "binding"
@@ -111,7 +120,9 @@ def _outer_ranges(info: BlockInfo) -> dict[Var, Range]:
     return ranges
 
 
-def _enumerate(info: BlockInfo, values: list[PrimExpr], dom_map: dict[Var, Range]) -> list[tuple[int, int]] | None:
+def _enumerate(
+    info: BlockInfo, values: list[PrimExpr], dom_map: dict[Var, Range], predicate: PrimExpr
+) -> list[tuple[int, int]] | None:
     """(min, max) of each value over the scope loops where the predicate holds, by enumeration;
     None when the nest is too large, symbolic, or uses outer variables."""
     extents = []
@@ -125,15 +136,14 @@ def _enumerate(info: BlockInfo, values: list[PrimExpr], dom_map: dict[Var, Range
     if total > ENUMERATION_LIMIT or total == 0:
         return None
     allowed = {id(var) for var, _, _ in extents}
-    assert info.realize is not None
-    for expr in (*values, info.realize.predicate):
+    for expr in (*values, predicate):
         if any(var_id not in allowed for var_id in _vars_of(expr)):
             return None
     grids = np.meshgrid(*[np.arange(lo, lo + n) for _, lo, n in extents], indexing="ij") if extents else []
     env = {id(var): grid.reshape(-1).astype(np.int64) for (var, _, _), grid in zip(extents, grids)}
     count = int(total)
     try:
-        keep = np.broadcast_to(_evaluate(info.realize.predicate, env), (count,)).astype(bool)
+        keep = np.broadcast_to(_evaluate(predicate, env), (count,)).astype(bool)
         result = []
         for expr in values:
             column = np.broadcast_to(_evaluate(expr, env), (count,))[keep]
@@ -207,7 +217,10 @@ def _check_block(info: BlockInfo, out: list[Violation], size_ranges: dict[Var, R
     if not judged:
         return
     known = {**size_ranges, **_outer_ranges(info)}
-    result = detect_iter_map([value for _, value in judged], dom_map, realize.predicate, "surjective", known)
+    predicate, guards = _split_predicate(realize.predicate)
+    if guards and not _guards_read_declared(info, guards, dom_map, known, out):
+        return
+    result = detect_iter_map([value for _, value in judged], dom_map, predicate, "surjective", known)
     if not result.ok:
         out.append(
             Violation(
@@ -218,10 +231,64 @@ def _check_block(info: BlockInfo, out: list[Violation], size_ranges: dict[Var, R
             )
         )
         return
-    _check_domains(info, judged, result, dom_map, out, size_ranges)
+    _check_domains(info, judged, result, dom_map, out, size_ranges, predicate)
     if any(iv.kind is IterKind.REDUCE for iv, _ in judged):
         _check_single_reduction(info, judged, result, out)
         _check_init_order(info, out, size_ranges)
+
+
+def _split_predicate(predicate: PrimExpr) -> tuple[PrimExpr, list[PrimExpr]]:
+    """The predicate's conjuncts over indices only (they bound the iteration, judged with the
+    bindings) and its data guards (conjuncts that load from a buffer, ``T.where(B[i, j] <
+    10.0)``: they skip instances at run time, so the bindings are judged without them)."""
+    index_part, guards = [], []
+    for term in conjuncts(predicate):
+        (guards if _loads(term) else index_part).append(term)
+    return conjunction(index_part), guards
+
+
+def _loads(expr: PrimExpr) -> list[BufferLoad]:
+    found: list[BufferLoad] = []
+    post_order_visit(expr, lambda node: found.append(node) if isinstance(node, BufferLoad) else None)
+    return found
+
+
+def _guards_read_declared(
+    info: BlockInfo, guards: list[PrimExpr], dom_map: dict[Var, Range], known: dict[Var, Range], out: list[Violation]
+) -> bool:
+    """Whether every element a data guard loads lies in a read region the block declares (at
+    the same instance), so that dependences and regions computed from the declared reads hold
+    for the guard too; a violation is reported otherwise."""
+    realize = info.realize
+    assert realize is not None
+    bindings = {iv.var: value for iv, value in zip(info.block.iter_vars, realize.iter_values)}
+    analyzer = Analyzer()
+    for var, dom in {**known, **dom_map}.items():
+        analyzer.bind(var, dom)
+    for guard in guards:
+        for load in _loads(guard):
+            covered = any(
+                region.buffer is load.buffer
+                and len(region.region) == len(load.indices)
+                and all(
+                    analyzer.can_prove(substitute(rng.min, bindings) <= index)
+                    and analyzer.can_prove(index < substitute(rng.min + rng.extent, bindings))
+                    for rng, index in zip(region.region, load.indices)
+                )
+                for region in info.block.reads
+            )
+            if not covered:
+                out.append(
+                    Violation(
+                        RULE,
+                        block_target(info.block),
+                        f"the predicate loads {load}, which no read region the block declares covers: declare it in "
+                        "T.reads so that the block's dependences include it",
+                        fragment(realize),
+                    )
+                )
+                return False
+    return True
 
 
 def _check_init_order(info: BlockInfo, out: list[Violation], size_ranges: dict[Var, Range]) -> None:
@@ -246,6 +313,7 @@ def _check_domains(
     dom_map: dict[Var, Range],
     out: list[Violation],
     size_ranges: dict[Var, Range],
+    predicate: PrimExpr,
 ) -> None:
     realize = info.realize
     assert realize is not None
@@ -269,7 +337,7 @@ def _check_domains(
         )
         if outside and not result.predicate_applied:
             if enumerated is False:
-                enumerated = _enumerate(info, [v for _, v in judged], dom_map)
+                enumerated = _enumerate(info, [v for _, v in judged], dom_map, predicate)
             if enumerated is None:
                 outside = False
             else:
@@ -279,7 +347,7 @@ def _check_domains(
                 )
         name = iv.var.name  # type: ignore[attr-defined]
         witness = None
-        if not outside and (result.predicate_applied or _is_true(realize.predicate)):
+        if not outside and (result.predicate_applied or _is_true(predicate)):
             # Sizes are symbolic: an excursion for some sizes only (a split tail without a
             # predicate) is not provable for all of them; a concrete size showing it is reported.
             exact_low, exact_high = _exact_relaxation(first, outer), _exact_relaxation(last, outer)

@@ -8,7 +8,8 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from tir.arith import Analyzer
-from tir.ir import And, IntImm, PrimExpr, Range, Var, free_vars
+from tir.ir import IntImm, PrimExpr, Range, Var, free_vars
+from tir.ir.expr import conjuncts  # noqa: F401 - re-exported: schedule modules import it from here
 
 
 def var_ids(node: Any) -> set[int]:
@@ -25,12 +26,6 @@ def uses_any(node: Any, variables: Iterable[Var]) -> bool:
 
 def is_true(expr: PrimExpr) -> bool:
     return isinstance(expr, IntImm) and bool(expr.value)
-
-
-def conjuncts(expr: PrimExpr) -> list[PrimExpr]:
-    if isinstance(expr, And):
-        return conjuncts(expr.a) + conjuncts(expr.b)
-    return [] if is_true(expr) else [expr]
 
 
 def is_int(expr: Any, value: int | None = None) -> bool:

@@ -36,6 +36,7 @@ from tir.ir import (
     SeqStmt,
     Stmt,
     Var,
+    as_dtype,
     free_vars,
     substitute,
 )
@@ -188,8 +189,8 @@ def iterator_predicate(primitive: str, realize: BlockRealize, dom_map: dict[Var,
 
 
 def _is_domain_bound(condition: PrimExpr, realize: BlockRealize, analyzer: Analyzer) -> bool:
-    if not isinstance(condition, (LT, LE, GT, GE)):
-        return False
+    if not isinstance(condition, (LT, LE, GT, GE)) or not as_dtype(condition.a.dtype).is_integer:
+        return False  # a data guard (T.where(B[i] < 10.0)) bounds no iterator
     difference = analyzer.simplify(condition.a - condition.b)
     for iter_var, binding in zip(realize.block.iter_vars, realize.iter_values):
         for sign in (1, -1):

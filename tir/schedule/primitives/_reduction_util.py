@@ -15,7 +15,6 @@ from collections.abc import Iterable, Sequence
 from tir.analysis.tree import TreeIndex
 from tir.arith import Analyzer, simplify
 from tir.ir import (
-    And,
     Block,
     BlockRealize,
     Buffer,
@@ -37,18 +36,10 @@ from tir.ir import (
     post_order_visit,
     substitute,
 )
+from tir.ir.expr import conjuncts  # noqa: F401 - re-exported: schedule modules import it from here
 from tir.schedule.errors import ScheduleError
 from tir.schedule.primitives._common import block_target
 from tir.schedule.primitives.loops import _detect_bindings as detect_block_bindings
-
-
-def conjuncts(predicate: PrimExpr) -> list[PrimExpr]:
-    """The operands of a chain of ``and``; ``True`` gives none."""
-    if isinstance(predicate, And):
-        return conjuncts(predicate.a) + conjuncts(predicate.b)
-    if is_true(predicate):
-        return []
-    return [predicate]
 
 
 def is_true(expr: PrimExpr) -> bool:
