@@ -789,13 +789,14 @@ def shared_tile(A: T.Buffer((64, 64), "float32"), C: T.Buffer((64, 64), "float32
                     C[vi, vj] = A_shared[vi, vj] + 1.0
 
 
-def test_compute_at_shared_buffer_covers_every_thread_of_the_block() -> None:
+def test_compute_at_shared_buffer_covers_every_thread_of_the_block(golden) -> None:  # type: ignore[no-untyped-def]
     # Under threadIdx.x, one copy of A_shared serves the block's 4 threads: each iteration
     # computes their 16 rows (TVM's storage-scope relaxation), not the thread's own 4.
     sch = Schedule(shared_tile)
     (tx,) = [loop for loop in sch.get_loops(sch.get_block("C")) if sch.get(loop).thread_tag == "threadIdx.x"]
     sch.compute_at(sch.get_block("A_shared"), tx)
-    check_numerics(shared_tile, sch.func, llvm=False)  # GPU loops: the interpreter runs them
+    # GPU loops: the interpreter runs them (no LLVM build)
+    check_schedule(sch, shared_tile, golden, "schedule/compute_at_shared_under_threads", llvm=False)
     check_replay(sch, shared_tile)
     script = sch.func.script()
     assert "for ax0, ax1 in T.grid(16, 64):" in script, script

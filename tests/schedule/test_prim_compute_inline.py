@@ -6,7 +6,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from schedule_testing import check_numerics, check_replay, check_schedule
+from schedule_testing import check_numerics, check_schedule
 
 import tir
 import tir.script as T
@@ -404,14 +404,13 @@ def guarded_consumer(A: T.Buffer((16, 16), "float32"), C: T.Buffer((16, 16), "fl
             C[vi, vj] = B[vi, vj] + 1.0
 
 
-def test_compute_inline_into_a_data_guard() -> None:
+def test_compute_inline_into_a_data_guard(golden) -> None:  # type: ignore[no-untyped-def]
     # TVM's test_compute_inline_predicate: the guard T.where(B[i, j] < 10.0) reads what B
     # computes; inlining rewrites it too (A[i, j] * 2.0 < 10.0), and the program validates.
     sch = Schedule(guarded_consumer, debug=True)
     sch.compute_inline(sch.get_block("B"))
     assert "T.where(A[i, j] * 2.0 < 10.0)" in sch.func.script()
-    check_numerics(guarded_consumer, sch.func)
-    check_replay(sch, guarded_consumer)
+    check_schedule(sch, guarded_consumer, golden, "schedule/compute_inline_into_a_data_guard")
 
 
 @pytest.mark.parametrize(

@@ -106,9 +106,9 @@ def written_in_the_same_loop():
 def read_in_the_same_loop(A: T.Buffer((4, 4, 4, 4), "float32"), C: T.Buffer((4, 4), "float32")):
     B = T.alloc_buffer((4, 4, 4), "float32")
     for i, j, k in T.grid(4, 4, 4):
-        for l in range(4):
+        for r in range(4):
             with T.block("B"):
-                vi, vj, vk, vl = T.remap("SSSR", i, j, k, l)
+                vi, vj, vk, vl = T.remap("SSSR", i, j, k, r)
                 with T.init():
                     B[vi, vj, vk] = 0.0
                 B[vi, vj, vk] = B[vi, vj, vk] + A[vi, vj, vk, vl]
@@ -119,7 +119,7 @@ def read_in_the_same_loop(A: T.Buffer((4, 4, 4, 4), "float32"), C: T.Buffer((4, 
             C[vi, vj] = C[vi, vj] + B[vi, vj, vk]
 
 
-def test_reindex_cache_read_after_a_writer_in_the_same_loop() -> None:
+def test_reindex_cache_read_after_a_writer_in_the_same_loop(golden) -> None:  # type: ignore[no-untyped-def]
     # A is written under loop i before B reads it: a copy before the whole statement would be
     # stale, so the copy goes under i, right before B's loop, one iteration's 16 elements.
     sch = Schedule(written_in_the_same_loop, debug=True)
@@ -127,18 +127,16 @@ def test_reindex_cache_read_after_a_writer_in_the_same_loop() -> None:
     text = sch.func.script()
     assert text.index('T.block("A")') < text.index('T.block("A_shared")') < text.index('T.block("B")'), text
     assert "T.spatial_axis(128, i * 16 + ax0)" in text, text
-    check_numerics(written_in_the_same_loop, sch.func)
-    check_replay(sch, written_in_the_same_loop)
+    check_schedule(sch, written_in_the_same_loop, golden, "schedule/reindex_cache_read_after_a_writer")
 
 
-def test_reindex_cache_write_before_a_reader_in_the_same_loop() -> None:
-    # C reads B under the loops that write it: the copy back goes right after B's loop l.
+def test_reindex_cache_write_before_a_reader_in_the_same_loop(golden) -> None:  # type: ignore[no-untyped-def]
+    # C reads B under the loops that write it: the copy back goes right after B's loop r.
     sch = Schedule(read_in_the_same_loop, debug=True)
-    sch.reindex_cache_write("B", 0, "shared", lambda i, j, k, l: (j, i, k))
+    sch.reindex_cache_write("B", 0, "shared", lambda i, j, k, r: (j, i, k))
     text = sch.func.script()
     assert text.index('T.block("B")') < text.index('T.block("B_shared")') < text.index('T.block("C")'), text
-    check_numerics(read_in_the_same_loop, sch.func)
-    check_replay(sch, read_in_the_same_loop)
+    check_schedule(sch, read_in_the_same_loop, golden, "schedule/reindex_cache_write_before_a_reader")
 
 
 @T.script
