@@ -491,6 +491,11 @@ INVALID_INPUTS = {
     "rolling_buffer_upscale": "binding",
 }
 
+#: Goldens whose input is a schedule state, not yet a program to build: a shared copy still
+#: outside the kernel that reads it (valid as ``verify(func, staged=True)``, which
+#: ``Schedule(debug=True)`` checks), moved into the kernel by the step recorded.
+STAGED_INPUTS = {"compute_at_shared_under_threads"}
+
 
 @pytest.mark.parametrize("path", SCHEDULE_GOLDENS, ids=[p.stem for p in SCHEDULE_GOLDENS])
 def test_every_scheduled_golden_program_passes(path: Path) -> None:
@@ -507,8 +512,9 @@ def test_every_scheduled_golden_program_passes(path: Path) -> None:
             continue
         func = tir.parse(found.group(1))
         funcs = func.functions.values() if isinstance(func, tir.IRModule) else [func]
+        staged = part == "before" and path.stem in STAGED_INPUTS
         for one in funcs:
-            problems = verify(one)
+            problems = verify(one, staged=staged)
             assert problems == [], f"{path.name} ({part}):\n" + "\n".join(map(str, problems))
 
 
