@@ -71,6 +71,7 @@ from tir.ir import (
     Select,
     Sub,
     Var,
+    buffer_loads,
     free_vars,
     post_order_visit,
     substitute,
@@ -175,7 +176,7 @@ def _plan(loops: list[For], realize: BlockRealize) -> Plan:
         parts.append(init.value)
     reads_output = False
     for k, part in enumerate(parts):
-        for load in _loads(part):
+        for load in buffer_loads(part):
             if load.buffer is not store.buffer:
                 continue
             reads_output = True
@@ -186,7 +187,7 @@ def _plan(loops: list[For], realize: BlockRealize) -> Plan:
         raise _Unsupported
     buffers: dict[int, Buffer] = {}
     for part in parts:
-        for load in _loads(part):
+        for load in buffer_loads(part):
             buffers[id(load.buffer)] = load.buffer
     buffers[id(store.buffer)] = store.buffer
     for buffer in buffers.values():
@@ -227,12 +228,6 @@ def _distinct_stores(loops: list[For], reduction_loops: set[int], realize: Block
 
 def _uses(expr: PrimExpr, ids: dict[int, int]) -> bool:
     return any(id(v) in ids for v in free_vars(expr))
-
-
-def _loads(expr: Any) -> list[BufferLoad]:
-    found: list[BufferLoad] = []
-    post_order_visit(expr, lambda n: found.append(n) if isinstance(n, BufferLoad) else None)
-    return found
 
 
 _SUPPORTED = (
@@ -284,7 +279,7 @@ def evaluate_over_box(exprs: list[PrimExpr], box: dict[Var, tuple[int, int]]) ->
         env[id(var)] = (np.arange(extent, dtype=dtype) + dtype(start)).reshape(shape)
     try:
         for expr in exprs:
-            if _loads(expr):
+            if buffer_loads(expr):
                 return None
             _check_expr(expr)
         with np.errstate(all="ignore"):

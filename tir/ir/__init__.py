@@ -42,7 +42,15 @@ from tir.ir.expr import (
     is_const_int,
 )
 from tir.ir.function import IRModule, PrimFunc
-from tir.ir.functor import IRMutator, IRVisitor, free_vars, post_order_visit, replace_buffers, substitute
+from tir.ir.functor import (
+    IRMutator,
+    IRVisitor,
+    buffer_loads,
+    free_vars,
+    post_order_visit,
+    replace_buffers,
+    substitute,
+)
 from tir.ir.node import Node, Span
 from tir.ir.stmt import (
     THREAD_TAGS,
@@ -66,6 +74,6 @@ __all__ = [
     "ForKind", "IRModule", "IRMutator", "IRVisitor", "IfThenElse", "IntImm", "IterKind",
     "IterVar", "KNOWN_SCOPES", "Let", "LetStmt", "MatchBufferRegion", "Max", "Min", "Mul",
     "Node", "Not", "Or", "PrimExpr", "PrimFunc", "Ramp", "Range", "Select", "SeqStmt", "Span",
-    "Stmt", "StringImm", "Sub", "THREAD_TAGS", "Var", "as_dtype", "const", "convert",
-    "free_vars", "is_const_int", "post_order_visit", "replace_buffers", "substitute",
+    "Stmt", "StringImm", "Sub", "THREAD_TAGS", "Var", "as_dtype", "buffer_loads", "const",
+    "convert", "free_vars", "is_const_int", "post_order_visit", "replace_buffers", "substitute",
 ]

@@ -15,7 +15,7 @@ from collections.abc import Callable, Mapping
 from typing import Any, ClassVar
 
 from tir.ir.buffer import Buffer
-from tir.ir.expr import PrimExpr, Var
+from tir.ir.expr import BufferLoad, PrimExpr, Var
 from tir.ir.node import Node
 
 _DEFINITION_FIELDS = {("For", "loop_var"), ("IterVar", "var"), ("Let", "var"), ("LetStmt", "var")}
@@ -142,6 +142,19 @@ def free_vars(node: Any) -> list[Var]:
     finder = _UsedVars()
     finder.visit(node)
     return list(finder.found.values())
+
+
+def buffer_loads(node: Any) -> list[BufferLoad]:
+    """Every buffer load under ``node``, in post order (repeats included).
+
+    >>> from tir.ir import Buffer, Var, as_dtype
+    >>> A, i = Buffer("A", (8,), as_dtype("float32")), Var("i", "int32")
+    >>> [str(load) for load in buffer_loads(A[i] + A[i + 1])]
+    ['A[i]', 'A[i + 1]']
+    """
+    found: list[BufferLoad] = []
+    post_order_visit(node, lambda n: found.append(n) if isinstance(n, BufferLoad) else None)
+    return found
 
 
 class _Contains(IRVisitor):

@@ -58,7 +58,6 @@ from tir.ir.expr import (
     NE,
     Add,
     And,
-    BufferLoad,
     Cast,
     FloorDiv,
     FloorMod,
@@ -75,7 +74,7 @@ from tir.ir.expr import (
     conjunction,
     conjuncts,
 )
-from tir.ir.functor import post_order_visit, substitute
+from tir.ir.functor import buffer_loads, substitute
 from tir.ir.stmt import For, ForKind
 
 RULE = "binding"
@@ -243,14 +242,8 @@ def _split_predicate(predicate: PrimExpr) -> tuple[PrimExpr, list[PrimExpr]]:
     10.0)``: they skip instances at run time, so the bindings are judged without them)."""
     index_part, guards = [], []
     for term in conjuncts(predicate):
-        (guards if _loads(term) else index_part).append(term)
+        (guards if buffer_loads(term) else index_part).append(term)
     return conjunction(index_part), guards
-
-
-def _loads(expr: PrimExpr) -> list[BufferLoad]:
-    found: list[BufferLoad] = []
-    post_order_visit(expr, lambda node: found.append(node) if isinstance(node, BufferLoad) else None)
-    return found
 
 
 def _guards_read_declared(
@@ -266,7 +259,7 @@ def _guards_read_declared(
     for var, dom in {**known, **dom_map}.items():
         analyzer.bind(var, dom)
     for guard in guards:
-        for load in _loads(guard):
+        for load in buffer_loads(guard):
             covered = any(
                 region.buffer is load.buffer
                 and len(region.region) == len(load.indices)

@@ -26,6 +26,7 @@ from tir.ir import (
     free_vars,
 )
 from tir.ir import post_order_visit as _visit
+from tir.ir.functor import buffer_loads
 from tir.ir.structural import structural_equal
 from tir.schedule.errors import ScheduleError
 from tir.schedule.handles import BlockRV
@@ -156,7 +157,7 @@ def fuse_reduction_epilogue(func: PrimFunc, reduction_name: str, epilogue_name: 
     last = next(k for k, other in enumerate(order) if other is epilogue)
     if last < first:
         raise ScheduleError(primitive, epi_target, "the epilogue comes before the reduction")
-    extra_reads = [load_.buffer for load_ in _loads(extra)]
+    extra_reads = [load_.buffer for load_ in buffer_loads(extra)]
     for other in order:
         if other is reduction or other is epilogue or other.block.name == "root":
             continue
@@ -211,14 +212,8 @@ def _epilogue_runs_everywhere(realize: BlockRealize) -> bool:
     return isinstance(realize.predicate, IntImm) and bool(realize.predicate.value)
 
 
-def _loads(expr: object) -> list[BufferLoad]:
-    found: list[BufferLoad] = []
-    _visit(expr, lambda n: found.append(n) if isinstance(n, BufferLoad) else None)
-    return found
-
-
 def _reads(expr: object, buffer: object) -> bool:
-    return any(load.buffer is buffer for load in _loads(expr))
+    return any(load.buffer is buffer for load in buffer_loads(expr))
 
 
 def _substitute(expr: PrimExpr, vmap: dict[Var, PrimExpr]) -> PrimExpr:

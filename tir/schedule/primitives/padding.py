@@ -12,7 +12,6 @@ from tir.analysis.tree import TreeIndex, replace_stmt
 from tir.ir import (
     Block,
     BlockRealize,
-    BufferLoad,
     BufferStore,
     Call,
     For,
@@ -23,8 +22,8 @@ from tir.ir import (
     Stmt,
     Var,
 )
-from tir.ir import post_order_visit as _visit
 from tir.ir.expr import conjunction
+from tir.ir.functor import buffer_loads
 from tir.schedule.errors import ScheduleError
 from tir.schedule.handles import BlockRV, LoopRV
 from tir.schedule.primitives._common import block_target, doc_from, find_block
@@ -77,7 +76,7 @@ def decompose_padding(func: PrimFunc, block_name: str, loop_var: Var) -> tuple[P
             primitive, target, "the stored value must be T.if_then_else(condition, value, pad_value)", store
         )
     condition, inside, pad = value.args
-    if _loads(condition) or _loads(pad):
+    if buffer_loads(condition) or buffer_loads(pad):
         raise ScheduleError(
             primitive, target, "the condition and the pad value must read no buffer (they decide the layout)", value
         )
@@ -140,12 +139,6 @@ def decompose_padding(func: PrimFunc, block_name: str, loop_var: Var) -> tuple[P
     func = replace_stmt(index, realize, new_realize)
     index = TreeIndex(func)
     return insert_next_to(index, index.loops[id(loop_var)], fill, after=False), fill_name
-
-
-def _loads(expr: object) -> list[BufferLoad]:
-    found: list[BufferLoad] = []
-    _visit(expr, lambda n: found.append(n) if isinstance(n, BufferLoad) else None)
-    return found
 
 
 class PaddingPrimitives:
