@@ -8,8 +8,8 @@ from a region analysis:
   (their read regions, relaxed over the loops inside the target loop; the target loop and the
   loops around it stay symbolic), mapped back to the producer's iterators through its write
   index. A buffer in ``shared`` memory is relaxed over the thread loops around the target loop
-  too (``threadIdx``, ``vthread``; ``warp`` memory over ``threadIdx.x``): the threads of a
-  block share it, so each iteration computes what all of them read, as TVM does.
+  too (``threadIdx``, ``vthread``): the threads of a block share it, so each iteration
+  computes what all of them read, as TVM does.
 - ``reverse_compute_at`` puts a consumer at the end of the loop's body. At each iteration it
   computes every instance whose read window of the produced buffer meets what the producers
   under the loop wrote in that iteration. An instance is thus computed (again) at the last
@@ -46,7 +46,7 @@ from collections.abc import Collection
 from dataclasses import dataclass
 
 from tir.analysis.tree import TreeIndex, child_stmts, replace_stmt
-from tir.analysis.verify._context import Program
+from tir.analysis.verify._context import Program, is_shared_scope, is_thread_idx
 from tir.analysis.verify.binding import size_vars
 from tir.arith import Analyzer, eval_interval, relax_range, union_regions
 from tir.arith.iter_map import detect_iter_map, inverse_iter_map
@@ -616,24 +616,13 @@ def _consumed_region(index: TreeIndex, loop: For, consumers: list[BlockRealize],
 
 
 def _shared_thread_dom(index: TreeIndex, loop: For, buffer: Buffer) -> dict[Var, Range]:
-    """Ranges of the thread loops at and around ``loop`` whose threads share ``buffer``'s memory:
-    ``threadIdx.*`` and ``vthread*`` for ``shared``, ``threadIdx.x`` for ``warp``, none otherwise."""
-    tags = _SHARING_THREADS.get(buffer.scope)
-    if tags is None:
+    """Ranges of the thread loops (``threadIdx.*``, ``vthread*``) at and around ``loop``, whose
+    threads share one copy of ``buffer`` when it is in shared memory; none otherwise."""
+    if not is_shared_scope(buffer):
         return {}
     return {
-        node.loop_var: Range(node.min, node.extent)
-        for node in [loop, *index.loops_above(loop)]
-        if node.thread_tag is not None and node.thread_tag.startswith(tags)
+        node.loop_var: Range(node.min, node.extent) for node in [loop, *index.loops_above(loop)] if is_thread_idx(node)
     }
-
-
-#: The thread tags (prefixes) whose threads see one copy of a buffer in that storage scope.
-_SHARING_THREADS = {
-    "shared": ("threadIdx.", "vthread"),
-    "shared.dyn": ("threadIdx.", "vthread"),
-    "warp": ("threadIdx.x",),
-}
 
 
 def _inner_dom(index: TreeIndex, loop: For, stmt: Stmt) -> dict[Var, Range]:
