@@ -36,7 +36,7 @@ from typing import Any
 
 import numpy as np
 
-from tir.arith.iter_map import determined_vars
+from tir.arith.iter_map import detect_iter_map, determined_vars
 from tir.interp import runtime
 from tir.ir import (
     EQ,
@@ -58,7 +58,6 @@ from tir.ir import (
     FloorDiv,
     FloorMod,
     For,
-    ForKind,
     IntImm,
     IterKind,
     Max,
@@ -81,6 +80,8 @@ from tir.ir.structural import structural_equal
 
 #: The most lanes one batch holds (numpy arrays of this many elements per operation).
 MAX_LANES = 1 << 22
+#: Lanes per chunk when a nest runs over its iterators (arrays that stay in cache).
+CHUNK_LANES = 1 << 20
 #: Fewer lanes than this are not worth the numpy overhead: the scalar code runs.
 MIN_LANES = 32
 
@@ -112,6 +113,12 @@ class Plan:
     buffers: tuple[Buffer, ...]
     #: Proved when planning: different spatial loop points store to different elements.
     distinct_stores: bool = False
+    #: When the spatial loops map one-to-one onto a box of the spatial iterators (a bijective
+    #: iter map, every bound constant, no predicate): that box, ``(start, extent)`` per block
+    #: iterator (None for reduction ones). The nest then runs over the iterators directly,
+    #: however its loops split, reorder or bind them to threads: an index such as
+    #: ``A[vi, vk]`` becomes a slice instead of a gather.
+    iterator_box: tuple[tuple[int, int] | None, ...] | None = None
 
 
 def plan(loop: For) -> Plan | None:
@@ -143,8 +150,8 @@ def _plan(loops: list[For], realize: BlockRealize) -> Plan:
         raise _Unsupported
     loop_vars = {id(loop.loop_var): k for k, loop in enumerate(loops)}
     for loop in loops:
-        if loop.kind is ForKind.THREAD_BINDING or loop.thread_tag:
-            raise _Unsupported
+        # Thread-bound loops run in order like serial ones (the scalar interpreter's reading):
+        # batching them is as exact as batching any spatial loop.
         if _uses(loop.min, loop_vars) or _uses(loop.extent, loop_vars):
             raise _Unsupported  # a nest whose bounds move with its own loops
     spatial_loops: set[int] = set()
@@ -208,7 +215,50 @@ def _plan(loops: list[For], realize: BlockRealize) -> Plan:
         tuple(free.values()),
         tuple(buffers.values()),
         _distinct_stores(loops, reduction_loops, realize),
+        _iterator_box(loops, reduction_loops, realize),
     )
+
+
+def _iterator_box(
+    loops: list[For], reduction_loops: set[int], realize: BlockRealize
+) -> tuple[tuple[int, int] | None, ...] | None:
+    """The box the spatial iterators sweep when the spatial loops map one-to-one onto it
+    (``detect_iter_map``, "bijective": every loop digit used, no overlap), else None.
+
+    Running over that box instead of the loops visits the same block instances (each once),
+    and each output element still sees its reduction steps in the reduction loops' order:
+    the results stay bit-identical."""
+    block = realize.block
+    if not (isinstance(realize.predicate, IntImm) and realize.predicate.value):
+        return None
+    loop_ids = {id(loop.loop_var) for loop in loops}
+    store = block.body
+    assert isinstance(store, BufferStore)
+    body_parts = [store.value, *store.indices] + ([block.init.value] if isinstance(block.init, BufferStore) else [])
+    if any(id(v) in loop_ids for part in body_parts for v in free_vars(part)):
+        return None  # the body names a loop variable itself, not only through the iterators
+    spatial = [loop for k, loop in enumerate(loops) if k not in reduction_loops]
+    if not all(isinstance(loop.min, IntImm) and isinstance(loop.extent, IntImm) for loop in spatial):
+        return None
+    values = [value for iv, value in zip(block.iter_vars, realize.iter_values) if iv.kind is IterKind.SPATIAL]
+    if not values:
+        return None
+    found = detect_iter_map(
+        values, {loop.loop_var: Range(loop.min, loop.extent) for loop in spatial}, check_level="bijective"
+    )
+    if not found.ok or not all(found.exact) or found.unused_vars:
+        return None
+    box: list[tuple[int, int] | None] = []
+    ranges = iter(found.ranges)
+    for iv in block.iter_vars:
+        if iv.kind is not IterKind.SPATIAL:
+            box.append(None)
+            continue
+        rng = next(ranges)
+        if not (isinstance(rng.min, IntImm) and isinstance(rng.extent, IntImm)):
+            return None
+        box.append((rng.min.value, rng.extent.value))
+    return tuple(box)
 
 
 def _distinct_stores(loops: list[For], reduction_loops: set[int], realize: BlockRealize) -> bool:
@@ -298,6 +348,7 @@ class _Runner:
         self.plan = plan_
         self.env: dict[int, Any] = {id(var): value for var, value in env.items()}
         self.arrays = {id(buffer): array for buffer, array in arrays.items()}
+        self.runs: frozenset[int] = frozenset()
 
     def scalar(self, expr: PrimExpr) -> int:
         value = _Evaluator(self.env, self.arrays).eval(expr, None)
@@ -312,6 +363,10 @@ class _Runner:
         if any(extent == 0 for _, extent in ranges):
             return True  # no iteration runs
         spatial = [k for k in range(len(loops)) if k not in self.plan.reduction_loops]
+        box = self.plan.iterator_box
+        if box is not None and MIN_LANES <= math.prod(extent for _, extent in filter(None, box)) <= MAX_LANES:
+            self.run_over_iterators(ranges, box)
+            return True
         # Batch the innermost spatial loops that fit; the others run as Python loops.
         batched: list[int] = []
         lanes = 1
@@ -343,10 +398,48 @@ class _Runner:
             distinct_checked.add(spatial_values)
         return True
 
-    def step(self, batch_shape: tuple[int, ...], check_distinct: bool) -> None:
+    def run_over_iterators(self, ranges: list[tuple[int, int]], box: tuple[tuple[int, int] | None, ...]) -> None:
+        """The nest as its block's spatial iterators over ``box`` (one numpy axis each) and the
+        reduction loops stepped in their order (see ``Plan.iterator_box``)."""
+        loops, block = self.plan.loops, self.plan.realize.block
+        extents = [extent for _, extent in filter(None, box)]
+        spatial_values: dict[int, np.ndarray] = {}
+        axis = 0
+        for iter_var, span in zip(block.iter_vars, box):
+            if span is None:
+                continue
+            shape = [1] * len(extents)
+            shape[axis] = span[1]
+            dtype = runtime.STORAGE_TYPES[str(iter_var.var.dtype)]
+            spatial_values[id(iter_var.var)] = (np.arange(span[1], dtype=dtype) + dtype(span[0])).reshape(shape)
+            axis += 1
+        reduction = sorted(self.plan.reduction_loops)
+        # Lanes never read each other's elements (the plan's condition), so a chunk of them can
+        # run through every reduction step before the next chunk starts: the same operations
+        # per element, on arrays that stay in cache.
+        first_var = next(id(iv.var) for iv, span in zip(block.iter_vars, box) if span is not None)
+        rows = spatial_values[first_var]
+        per_row = math.prod(extents) // extents[0]
+        chunk = max(1, CHUNK_LANES // per_row)
+        for begin in range(0, extents[0], chunk):
+            spatial_values[first_var] = rows[begin : begin + chunk]
+            batch_shape = (len(spatial_values[first_var]), *extents[1:])
+            self.runs = frozenset(id(value) for value in spatial_values.values())
+            first = True
+            for values in np.ndindex(*(ranges[k][1] for k in reduction)):
+                for k, offset in zip(reduction, values):
+                    dtype = runtime.STORAGE_TYPES[str(loops[k].loop_var.dtype)]
+                    self.env[id(loops[k].loop_var)] = dtype(ranges[k][0] + offset)
+                self.env.update(spatial_values)
+                self.step(batch_shape, first, bound_values=spatial_values)
+                first = False
+
+    def step(
+        self, batch_shape: tuple[int, ...], check_distinct: bool, bound_values: dict[int, np.ndarray] | None = None
+    ) -> None:
         realize = self.plan.realize
         block = realize.block
-        evaluator = _Evaluator(self.env, self.arrays)
+        evaluator = _Evaluator(self.env, self.arrays, self.runs)
         mask = None
         if not (isinstance(realize.predicate, IntImm) and realize.predicate.value):
             mask = np.broadcast_to(np.asarray(evaluator.eval(realize.predicate, None), dtype=bool), batch_shape)
@@ -356,15 +449,22 @@ class _Runner:
                 mask = None
         # Bind the iterators; an executed instance must bind each inside its domain.
         init_mask = mask
+        init_never = False
         for iter_var, value in zip(block.iter_vars, realize.iter_values):
-            bound = evaluator.eval(value, mask)
+            bound = evaluator.eval(value, mask) if bound_values is None else bound_values.get(id(iter_var.var))
+            if bound is None:
+                bound = evaluator.eval(value, mask)
             low, extent = evaluator.eval(iter_var.dom.min, None), evaluator.eval(iter_var.dom.extent, None)
             inside = (bound >= low) & (bound < low + extent)
             if not _all(inside, mask):
                 raise _Fallback
             self.env[id(iter_var.var)] = bound
             if iter_var.kind is IterKind.REDUCE:
-                at_start = np.broadcast_to(bound == low, batch_shape)
+                at_start = np.asarray(bound == low)
+                if at_start.ndim == 0:  # one value for every lane (stepped reduction loops)
+                    init_never = init_never or not bool(at_start)
+                    continue
+                at_start = np.broadcast_to(at_start, batch_shape)
                 init_mask = at_start if init_mask is None else (init_mask & at_start)
         store = block.body
         assert isinstance(store, BufferStore)
@@ -379,13 +479,40 @@ class _Runner:
                 raise _Fallback
         if init_mask is not None and init_mask.all():
             init_mask = None  # every lane starts its reduction here (the usual first step)
-        if block.init is not None and (init_mask is None or init_mask.any()):
+        if block.init is not None and not init_never and (init_mask is None or init_mask.any()):
             value = evaluator.eval(block.init.value, init_mask)
             _store(array, index, value, init_mask, store.buffer.dtype, batch_shape)
-        value = evaluator.eval(store.value, mask)
-        _store(array, index, value, mask, store.buffer.dtype, batch_shape)
+        if not self._accumulated(store, array, index, mask, batch_shape, evaluator):
+            value = evaluator.eval(store.value, mask)
+            _store(array, index, value, mask, store.buffer.dtype, batch_shape)
         for iter_var in block.iter_vars:
             self.env.pop(id(iter_var.var), None)
+
+    @staticmethod
+    def _accumulated(
+        store: BufferStore,
+        array: np.ndarray,
+        index: tuple[np.ndarray, ...],
+        mask: np.ndarray | None,
+        batch_shape: tuple[int, ...],
+        evaluator: _Evaluator,
+    ) -> bool:
+        """``C[i] = C[i] + x`` on a slice of ``C``, done in place (one pass over the output
+        instead of a load, an add and a store). The same additions in the same dtype: exact.
+        False (nothing done) for any other store."""
+        value = store.value
+        if mask is not None or not isinstance(value, Add) or value.dtype != store.buffer.dtype:
+            return False
+        own = [side for side in (value.a, value.b) if isinstance(side, BufferLoad) and side.buffer is store.buffer]
+        if not own:
+            return False  # (the plan admits loads of the output only at the stored element)
+        rest = value.b if own[0] is value.a else value.a
+        view = _slice_view(array, index, len(batch_shape), evaluator.runs)
+        if view is None or view.shape != batch_shape:
+            return False
+        addend = np.asarray(evaluator.eval(rest, None))
+        np.add(view, addend, out=view, casting="unsafe")
+        return True
 
 
 def _all(condition: Any, mask: np.ndarray | None) -> bool:
@@ -414,7 +541,9 @@ def _store(
         array[tuple(np.broadcast_to(i, batch_shape)[mask] for i in index)] = value[mask]
 
 
-def _slice_view(array: np.ndarray, index: tuple[Any, ...], axes: int) -> np.ndarray | None:
+def _slice_view(
+    array: np.ndarray, index: tuple[Any, ...], axes: int, runs: frozenset[int] = frozenset()
+) -> np.ndarray | None:
     """A view of ``array[index]`` laid out along the batch axes when each index is a scalar or
     a run of consecutive values along one batch axis (a loop variable plus an offset): basic
     slicing instead of a gather. None when an index is anything else."""
@@ -433,7 +562,9 @@ def _slice_view(array: np.ndarray, index: tuple[Any, ...], axes: int) -> np.ndar
             return None
         run = value.reshape(-1)
         start = int(run[0])
-        if start < 0 or start + run.size > size or not np.array_equal(run, np.arange(start, start + run.size)):
+        if start < 0 or start + run.size > size:
+            return None
+        if id(value) not in runs and not np.array_equal(run, np.arange(start, start + run.size)):
             return None
         items.append(slice(start, start + run.size))
         placed.append(moving[0])
@@ -452,9 +583,11 @@ class _Evaluator:
     and the others read a clipped, in-bounds element whose value is never used.
     """
 
-    def __init__(self, env: dict[int, Any], arrays: dict[int, np.ndarray]) -> None:
+    def __init__(self, env: dict[int, Any], arrays: dict[int, np.ndarray], runs: frozenset[int] = frozenset()) -> None:
         self.env = env
         self.arrays = arrays
+        #: ids of arrays known to hold consecutive integers (the iterators' ``arange`` s).
+        self.runs = runs
 
     def indices(
         self, buffer: Buffer, indices: tuple[PrimExpr, ...], mask: np.ndarray | None, batch_shape: tuple[int, ...]
@@ -573,7 +706,7 @@ class _Evaluator:
         if mask is not None:
             shape = np.broadcast_shapes(shape, mask.shape)
         if mask is None and len(shape) > 0:
-            view = _slice_view(array, tuple(values), len(shape))
+            view = _slice_view(array, tuple(values), len(shape), self.runs)
             if view is not None:
                 return view
         values = [np.broadcast_to(v, shape) for v in values]

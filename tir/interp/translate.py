@@ -15,7 +15,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from tir.interp import batched, runtime
+from tir.interp import batched, distribute, runtime
 from tir.ir import (
     EQ,
     GE,
@@ -189,6 +189,8 @@ class Translator:
         self.entry_vars: list[Var] = []
         self.entry_buffers: list[Buffer] = []
         self.source = ""
+        #: What loop distribution needs to know about the function (computed when first asked).
+        self._facts: distribute.Facts | None = None
         #: Lane indices (threadIdx.x minus its start) of the enclosing threadIdx.x loops.
         self.lane_vars: list[str] = []
 
@@ -325,6 +327,13 @@ class Translator:
         if self.loop_depth >= _MAX_LOOP_DEPTH:
             self._in_nested_function(stmt)
             return
+        parts = self._distributed(stmt)
+        if parts is not None:
+            # Copies hoisted out of the nest (tir.interp.distribute), so that what they feed
+            # is one nest the batched evaluator can take.
+            for part in parts:
+                self.stmt(part)
+            return
         call = self._batched_call(stmt)
         if call is not None:
             # A nest around one block runs as numpy array operations (tir.interp.batched);
@@ -335,6 +344,13 @@ class Translator:
             self.indent -= 1
             return
         self._serial_for(stmt)
+
+    def _distributed(self, stmt: For) -> list[Stmt] | None:
+        if not batched.enabled():
+            return None
+        if self._facts is None:
+            self._facts = distribute.function_facts(self.func)
+        return distribute.distribute(stmt, self._facts)
 
     def _batched_call(self, stmt: For) -> str | None:
         if not batched.enabled() or self.lane_vars:
