@@ -159,3 +159,65 @@ def test_a_last_statement_reading_what_a_later_iteration_writes_is_not_sunk() ->
                 B[vi] = X[vi]
 
     assert distribute.distribute(_outer_loop(shifted), distribute.function_facts(shifted)) is None
+
+
+@T.script
+def tvm_write_at_c(
+    A: T.Buffer((64, 64), "float32"), B: T.Buffer((64, 64), "float32"), C: T.Buffer((64, 64), "float32")
+):
+    # TVM's own form of the schedule above (its test_read_write_at expected program, one 64x64
+    # tile): copy blocks with loops inside, and every thread writing the whole tile back.
+    A_shared = T.alloc_buffer((64, 64), "float32", scope="shared")
+    B_shared = T.alloc_buffer((64, 64), "float32", scope="shared")
+    C_shared = T.alloc_buffer((64, 64), "float32", scope="shared")
+    for vy in T.thread_binding(2, thread="vthread.y"):
+        for vx in T.thread_binding(2, thread="vthread.x"):
+            for ty in T.thread_binding(8, thread="threadIdx.y"):
+                for tx in T.thread_binding(8, thread="threadIdx.x"):
+                    for k0 in range(8):
+                        with T.block("A_shared"):
+                            v1 = T.remap("S", k0)
+                            T.reads(A[0:64, v1 * 8 : v1 * 8 + 8])
+                            T.writes(A_shared[0:64, v1 * 8 : v1 * 8 + 8])
+                            for ax0, ax1 in T.grid(64, 8):
+                                A_shared[ax0, v1 * 8 + ax1] = A[ax0, v1 * 8 + ax1]
+                        with T.block("B_shared"):
+                            v0 = T.remap("S", k0)
+                            T.reads(B[v0 * 8 : v0 * 8 + 8, 0:64])
+                            T.writes(B_shared[v0 * 8 : v0 * 8 + 8, 0:64])
+                            for ax0, ax1 in T.grid(8, 64):
+                                B_shared[v0 * 8 + ax0, ax1] = B[v0 * 8 + ax0, ax1]
+                        for k1, i, j in T.grid(8, 4, 4):
+                            with T.block("C"):
+                                vi = T.spatial_axis(64, vy * 32 + ty * 4 + i)
+                                vj = T.spatial_axis(64, vx * 32 + tx * 4 + j)
+                                vk = T.reduce_axis(64, k0 * 8 + k1)
+                                with T.init():
+                                    C_shared[vi, vj] = 0.0
+                                C_shared[vi, vj] = C_shared[vi, vj] + A_shared[vi, vk] * B_shared[vk, vj]
+                    with T.block("C_shared"):
+                        T.reads(C_shared[0:64, 0:64])
+                        T.writes(C[0:64, 0:64])
+                        for ax0, ax1 in T.grid(64, 64):
+                            C[ax0, ax1] = C_shared[ax0, ax1]
+
+
+def test_tvm_copy_blocks_and_a_whole_tile_copy_back_run_batched_bit_identical(monkeypatch: pytest.MonkeyPatch) -> None:
+    rng = np.random.default_rng(1)
+    a, b = rng.standard_normal((2, 64, 64), dtype=np.float32)
+    args = [a, b, np.zeros((64, 64), np.float32)]
+    scalar = _run(tvm_write_at_c, args, False, monkeypatch)
+    results: list[bool] = []
+    run_tuples = batched.run_tuples
+
+    def counted(*run_args: object) -> bool:
+        results.append(run_tuples(*run_args))  # type: ignore[arg-type]
+        return results[-1]
+
+    monkeypatch.setattr(batched, "run_tuples", counted)
+    fast = _run(tvm_write_at_c, args, True, monkeypatch)
+    np.testing.assert_array_equal(fast, scalar)
+    np.testing.assert_allclose(fast, a.astype(np.float64) @ b, rtol=1e-4, atol=1e-4)
+    # The copy-back runs once after the tile's threads (its last execution is the one that
+    # shows), then every block as one batched nest.
+    assert results == [True] * 4

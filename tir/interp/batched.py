@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import math
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -47,6 +47,7 @@ from tir.ir import (
     NE,
     Add,
     And,
+    Block,
     BlockRealize,
     Buffer,
     BufferLoad,
@@ -128,12 +129,40 @@ def plan(loop: For) -> Plan | None:
     while isinstance(node, For):
         loops.append(node)
         node = node.body
+    if isinstance(node, BufferStore):
+        # Loops around a bare store (inside a block, or lowered code): a block with no
+        # iterators stands for it, so the nest runs like any other.
+        node = BlockRealize((), IntImm(1, "bool"), Block("", (), (), (), node))
     if not isinstance(node, BlockRealize):
         return None
+    node = _loops_out_of_block(node, loops)
     try:
         return _plan(loops, node)
     except _Unsupported:
         return None
+
+
+def _loops_out_of_block(realize: BlockRealize, loops: list[For]) -> BlockRealize:
+    """A block whose body is a loop nest around one store (TVM's copy blocks) as the same loops
+    around a block of that store: appended to ``loops``, returns that block. The interpreter
+    runs both the same way (a block with no init, no buffers of its own: an instance is its
+    loops' stores in order, its iterators and predicate the same at each). Loops whose bounds
+    use the block's iterators stay inside (and the plan then refuses the block)."""
+    block = realize.block
+    if block.init is not None or block.alloc_buffers or block.match_buffers:
+        return realize
+    inner: list[For] = []
+    node: Any = block.body
+    while isinstance(node, For):
+        inner.append(node)
+        node = node.body
+    if not inner or not isinstance(node, BufferStore):
+        return realize
+    own = {id(iv.var) for iv in block.iter_vars}
+    if any(_uses(e, dict.fromkeys(own, 0)) for loop in inner for e in (loop.min, loop.extent)):
+        return realize
+    loops.extend(inner)
+    return BlockRealize(realize.iter_values, realize.predicate, replace(block, body=node))
 
 
 def _plan(loops: list[For], realize: BlockRealize) -> Plan:

@@ -133,11 +133,42 @@ def distribute(loop: For, facts: Facts) -> list[Stmt] | None:
     if len(kept) >= 2 and _sinkable(kept[-1], kept[:-1], loops):
         sunk, kept = kept[-1], kept[:-1]
     if not hoisted and sunk is None:
-        return None
+        return _last_copy_once(loops, list(node.stmts), facts, local)
     parts = hoisted + [_nest(loops, kept)]
     if sunk is not None:
         parts.append(_nest(loops, [sunk]))
     return parts
+
+
+def _last_copy_once(loops: list[For], stmts: list[Stmt], facts: Facts, local: set[int]) -> list[Stmt] | None:
+    """A copy-back at the end of a nest that does not use the innermost loops (every thread
+    writing back the whole tile) run once, after those loops::
+
+        for p, u: S; X[idx(p)] = Y[idx(p)]   ->   for p: (for u: S); X[idx(p)] = Y[idx(p)]
+
+    Only its last execution per ``p`` shows: the earlier ones write the same elements of ``X``,
+    which only the copy writes and nothing in the nest reads, and the last one reads ``Y`` after
+    every ``u``, as it does here. The inner loops must run (constant extents >= 1)."""
+    last = stmts[-1]
+    targets = _pure_copy_targets(last, facts, local, source_may_change=True)
+    if targets is None or any(_reads_any(stmt, targets) for stmt in stmts):
+        return None
+    used = {id(v) for v in free_vars(last)}
+    cut = len(loops)
+    while cut > 0 and id(loops[cut - 1].loop_var) not in used:
+        cut -= 1
+    inner, outer = loops[cut:], loops[:cut]
+    if not inner:
+        return None
+    if not all(isinstance(loop.extent, IntImm) and loop.extent.value >= 1 for loop in inner):
+        return None
+    if any(
+        id(v) in {id(loop.loop_var) for loop in inner} for loop in outer for v in free_vars((loop.min, loop.extent))
+    ):
+        return None
+    if not outer:
+        return [_nest(inner, stmts[:-1]), last]
+    return [_nest(outer, [_nest(inner, stmts[:-1]), last])]
 
 
 def _nest(loops: list[For], stmts: list[Stmt]) -> Stmt:
@@ -236,8 +267,11 @@ def _local_buffers(stmt: Stmt) -> set[int]:
     return found
 
 
-def _pure_copy_targets(stmt: Stmt, facts: Facts, local: set[int]) -> dict[int, Buffer] | None:
-    """The buffers ``stmt`` writes when it is a pure copy (module docstring), else None."""
+def _pure_copy_targets(
+    stmt: Stmt, facts: Facts, local: set[int], source_may_change: bool = False
+) -> dict[int, Buffer] | None:
+    """The buffers ``stmt`` writes when it is a pure copy (module docstring), else None.
+    ``source_may_change``: the buffers copied from may be written elsewhere."""
     targets: dict[int, Buffer] = {}
     counts: dict[int, int] = {}
 
@@ -255,7 +289,8 @@ def _pure_copy_targets(stmt: Stmt, facts: Facts, local: set[int]) -> dict[int, B
             value = node.value.value if isinstance(node.value, Cast) else node.value
             if not isinstance(value, BufferLoad) or value.buffer is node.buffer:
                 return False
-            if facts.stores.get(id(value.buffer), 0) or id(value.buffer) in local or id(node.buffer) in local:
+            changing = facts.stores.get(id(value.buffer), 0) and not source_may_change
+            if changing or id(value.buffer) in local or id(node.buffer) in local:
                 return False
             if len(value.indices) != len(node.indices) or buffer_loads(node.indices):
                 return False
