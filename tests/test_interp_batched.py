@@ -143,3 +143,42 @@ def test_a_large_matmul_runs_in_seconds(monkeypatch: pytest.MonkeyPatch) -> None
         expected = expected + np.outer(a[:, k], b[k, :]).astype(np.float32)
     np.testing.assert_array_equal(c, expected)
     assert elapsed < 30.0, f"512^3 took {elapsed:.1f} s"
+
+
+def test_chunked_lanes_keep_the_scalar_order_when_two_points_share_an_element(monkeypatch: pytest.MonkeyPatch) -> None:
+    # vi and vi + 64 write one element, and the reduction loop is outermost: the scalar order
+    # interleaves their inits and updates. Run in chunks of rows, each chunk through all its
+    # reduction steps, the element would end with another value. Such a nest is not chunked,
+    # and its run-time check sends it to the scalar code.
+    @T.script
+    def folded(A: T.Buffer((128, 4, 16), "float32"), C: T.Buffer((64, 4), "float32")):
+        for k, i, j in T.grid(16, 128, 4):
+            with T.block("C"):
+                vi, vj, vk = T.remap("SSR", i, j, k)
+                with T.init():
+                    C[vi % 64, vj] = 0.0
+                C[vi % 64, vj] = C[vi % 64, vj] + A[vi, vj, vk] * 1.5
+
+    monkeypatch.setattr(batched, "CHUNK_LANES", 32)
+    _assert_identical(folded, monkeypatch)
+
+
+def test_a_nest_bound_to_gpu_threads_runs_over_its_iterators_bit_identical(monkeypatch: pytest.MonkeyPatch) -> None:
+    @T.script
+    def tiled(A: T.Buffer((64, 64), "float32"), B: T.Buffer((64, 64), "float32"), C: T.Buffer((64, 64), "float32")):
+        for by in T.thread_binding(2, thread="blockIdx.y"):
+            for tx in T.thread_binding(8, thread="threadIdx.x"):
+                for k0, i, j, k1 in T.grid(8, 32, 8, 8):
+                    with T.block("C"):
+                        vi = T.spatial_axis(64, by * 32 + i)
+                        vj = T.spatial_axis(64, tx * 8 + j)
+                        vk = T.reduce_axis(64, k0 * 8 + k1)
+                        with T.init():
+                            C[vi, vj] = 0.0
+                        C[vi, vj] = C[vi, vj] + A[vi, vk] * B[vk, vj]
+
+    loop = tiled.body.block.body
+    found = batched.plan(loop)
+    assert found is not None and found.iterator_box == ((0, 64), (0, 64), None)
+    monkeypatch.setattr(batched, "CHUNK_LANES", 256)  # four chunks of 16 rows
+    _assert_identical(tiled, monkeypatch)

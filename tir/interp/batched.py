@@ -449,7 +449,8 @@ class _Runner:
         first_var = next(id(iv.var) for iv, span in zip(block.iter_vars, box) if span is not None)
         rows = spatial_values[first_var]
         per_row = math.prod(extents) // extents[0]
-        chunk = max(1, CHUNK_LANES // per_row)
+        # Chunks need stores proved distinct: the run-time check sees one chunk at a time.
+        chunk = max(1, CHUNK_LANES // per_row) if self.plan.distinct_stores else extents[0]
         for begin in range(0, extents[0], chunk):
             spatial_values[first_var] = rows[begin : begin + chunk]
             batch_shape = (len(spatial_values[first_var]), *extents[1:])
