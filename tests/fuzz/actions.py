@@ -346,7 +346,9 @@ def _index_map(rank: int, shape: list[int], rng: random.Random) -> str:
     """A transpose, a split of one axis or a fuse of two neighbours, as lambda text."""
     names = [f"i{k}" for k in range(rank)]
     params = ", ".join(names)
-    how = rng.choice(["permute", "split", "fuse"] if rank > 1 else ["split", "split", "identity"])
+    how = rng.choice(
+        ["permute", "split", "fuse", "shifted split"] if rank > 1 else ["split", "split", "identity", "shifted split"]
+    )
     if how == "permute":
         results = rng.sample(names, rank)
     elif how == "split":
@@ -354,6 +356,11 @@ def _index_map(rank: int, shape: list[int], rng: random.Random) -> str:
         extent = shape[axis] if axis < len(shape) else 8
         factor = rng.choice([d for d in divisors(extent) if d > 1] or [2]) if rng.random() < 0.8 else rng.randint(2, 5)
         results = names[:axis] + [f"{names[axis]} // {factor}", f"{names[axis]} % {factor}"] + names[axis + 1 :]
+    elif how == "shifted split":
+        # (i + c) // f: padding before the data and after it (a pad_value fills both).
+        axis, shift, factor = rng.randrange(rank), rng.randint(1, 3), rng.choice([2, 4])
+        shifted = f"({names[axis]} + {shift})"
+        results = names[:axis] + [f"{shifted} // {factor}", f"{shifted} % {factor}"] + names[axis + 1 :]
     elif how == "fuse":
         axis = rng.randrange(rank - 1)
         inner = shape[axis + 1] if axis + 1 < len(shape) else 4
@@ -376,7 +383,11 @@ def act_transform_layout(sch: Schedule, rng: random.Random) -> Call | None:
         # of the original shapes (tests/schedule/test_prim_transform_layout.py checks those).
         return None
     shape = [s.value if isinstance(s, IntImm) else 8 for s in buffer.shape]
-    return Call("transform_layout", (block, [kind, index], _index_map(rank, shape, rng)))
+    index_map = _index_map(rank, shape, rng)
+    if "+ " in index_map.split(":", 1)[1] and "//" in index_map and rng.random() < 0.5:
+        # A map with padding may name a value for it (a program that reads the padding must).
+        return Call("transform_layout", (block, [kind, index], index_map), {"pad_value": 0})
+    return Call("transform_layout", (block, [kind, index], index_map))
 
 
 def act_transform_block_layout(sch: Schedule, rng: random.Random) -> Call | None:

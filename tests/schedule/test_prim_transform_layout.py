@@ -300,6 +300,28 @@ def test_transform_layout_of_an_output_with_an_index_dependent_pad_value() -> No
         np.testing.assert_array_equal(c.reshape(-1), np.concatenate([a * 2 + 1, [14, 15]]).astype(np.float32))
 
 
+def test_transform_layout_pads_a_shifted_map_at_both_ends(golden) -> None:  # type: ignore[no-untyped-def]
+    # TVM's test_index_map_dtype_legalize_with_constant: (i + 1) // 4 puts i = 0 at (0, 1), so
+    # (0, 0) is padding before the data and (3, 3) after it; a constant first result adds a unit
+    # dimension. The padding condition comes from inverting the map in q = i + 1.
+    import numpy as np
+
+    sch = Schedule(fourteen, debug=True)
+    sch.transform_layout(sch.get_block("B"), ("write", 0), lambda i: (0, (i + 1) // 4, (i + 1) % 4), pad_value=0.0)
+    assert sch.get(sch.get_block("B")).writes[0].buffer.const_shape() == (1, 4, 4)
+    check_schedule(sch, fourteen, golden, "schedule/transform_layout_shifted_pad_value")
+    # On an output the padding shows: index-dependent values at both ends, the data between.
+    sch = Schedule(fourteen, debug=True)
+    sch.transform_layout(
+        sch.get_block("C"), ("write", 0), lambda i: (0, (i + 1) // 4, (i + 1) % 4), pad_value=lambda z, a, b: a * 4 + b
+    )
+    check_replay(sch, fourteen)
+    a = np.arange(14, dtype=np.float32)
+    c = np.full((1, 4, 4), np.nan, np.float32)
+    tir.interpret(sch.func, a, c)
+    np.testing.assert_array_equal(c.reshape(-1), np.concatenate([[0], a * 2 + 1, [15]]).astype(np.float32))
+
+
 def test_transform_layout_refuses_a_pad_value_it_cannot_place() -> None:
     sch = Schedule(fourteen)
     with pytest.raises(ScheduleError, match="cannot tell the padding of the index map"):

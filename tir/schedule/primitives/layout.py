@@ -45,6 +45,7 @@ from tir.ir import (
     IterVar,
     LetStmt,
     Mul,
+    Or,
     PrimExpr,
     PrimFunc,
     Range,
@@ -658,8 +659,17 @@ def _padding_condition(
 ) -> PrimExpr:
     """The condition on the new indices that no old index maps there: the map inverted on the
     old box widened to the map's divisors (a bijection there), and the preimage outside the box."""
-    dom = {param: Range(const(0, extent.dtype), extent) for param, extent in zip(index_map.params, old_shape)}
-    widened = _widened_inverse(index_map, dom)
+    # A parameter used only shifted (``(i + 1) // 8``) is inverted as the shifted value
+    # ``q = i + c`` over ``[0, c + extent)`` (widened), then ``i = q - c``.
+    shifts = [_constant_shift(index_map, param) for param in index_map.params]
+    shifted = [Var(f"{param.name}_shifted", param.dtype) if c else param for param, c in zip(index_map.params, shifts)]
+    results = [
+        simplify(substitute(r, {p: q - c for p, q, c in zip(index_map.params, shifted, shifts) if c}))
+        for r in index_map.results
+    ]
+    shifted_map = IndexMap(tuple(shifted), tuple(results))
+    dom = {q: Range(const(0, extent.dtype), simplify(extent + c)) for q, extent, c in zip(shifted, old_shape, shifts)}
+    widened = _widened_inverse(shifted_map, dom)
     if widened is None:
         raise ScheduleError(
             primitive,
@@ -670,13 +680,38 @@ def _padding_condition(
     result, _ = widened
     inverse = inverse_iter_map(result, list(new_vars))
     outside = []
-    for param, extent in zip(index_map.params, old_shape):
-        old = inverse[param]
-        outside.append(old >= extent)
+    for q, extent, c in zip(shifted, old_shape, shifts):
+        old = inverse[q]
+        outside.append(old >= extent + c)
+        if c:
+            outside.append(old < c)
     condition = outside[0]
     for part in outside[1:]:
-        condition = condition | part
+        condition = Or(condition, part)
     return condition
+
+
+def _constant_shift(index_map: IndexMap, param: Var) -> int:
+    """``c`` when every use of ``param`` in the map's results is ``param + c`` for one constant
+    ``c > 0``, else 0."""
+    shifts: set[int] = set()
+    uses = shifted_uses = 0
+
+    def note(node: object) -> None:
+        nonlocal uses, shifted_uses
+        if node is param:
+            uses += 1
+        elif isinstance(node, Add):
+            for a, b in ((node.a, node.b), (node.b, node.a)):
+                if a is param and isinstance(b, IntImm):
+                    shifts.add(b.value)
+                    shifted_uses += 1
+
+    for result in index_map.results:
+        post_order_visit(result, note)
+    if uses != shifted_uses or len(shifts) != 1:
+        return 0
+    return max(shifts.pop(), 0)
 
 
 def _widened_inverse(index_map: IndexMap, dom: dict[Var, Range]) -> tuple[Any, dict[Var, Range]] | None:
