@@ -29,6 +29,16 @@ A statement is hoisted (a *pure copy*) when
   proof cannot place keeps the nest as it is, so a read of an element never written is still
   met as the scalar interpreter meets it.
 
+Two more rewrites serve copies out of a tile (``write_at``):
+
+* the last statement is *sunk* (run after every iteration of the others) when the others
+  neither read nor write what it writes, and what it reads of their outputs lies, at each
+  iteration, in a box that iteration stores completely and no other iteration stores;
+* a last statement that copies ``X[idx(p)] = Y[idx(p)]`` using only the outer loops ``p`` of
+  the nest (every thread writing the whole tile back) runs once per ``p``, after the inner
+  loops: only its last execution shows, when only it writes ``X`` and nothing in the nest
+  reads ``X``.
+
 The function must have no way to write memory unseen (calls beyond pure arithmetic, buffers
 matched sub-buffers: a buffer is its own storage otherwise); otherwise nothing is distributed.
 """
@@ -162,10 +172,6 @@ def _last_copy_once(loops: list[For], stmts: list[Stmt], facts: Facts, local: se
         return None
     if not all(isinstance(loop.extent, IntImm) and loop.extent.value >= 1 for loop in inner):
         return None
-    if any(
-        id(v) in {id(loop.loop_var) for loop in inner} for loop in outer for v in free_vars((loop.min, loop.extent))
-    ):
-        return None
     if not outer:
         return [_nest(inner, stmts[:-1]), last]
     return [_nest(outer, [_nest(inner, stmts[:-1]), last])]
@@ -182,9 +188,9 @@ def _sinkable(last: Stmt, earlier: list[Stmt], loops: list[For]) -> bool:
     """Whether ``last`` can run after every iteration of ``earlier`` instead of after each:
     ``earlier`` neither reads nor writes what ``last`` writes, and what ``last`` reads of the
     buffers ``earlier`` writes, at an iteration of ``loops``, lies inside what ``earlier``
-    writes at that iteration, elements that no other iteration writes (the stores determine
-    every loop of ``loops``). Each element ``last`` reads then holds, both ways, the value that
-    iteration left (or, if that iteration skipped it, whatever it held before the nest)."""
+    writes at that iteration (a box every element of which is stored), elements that no other
+    iteration writes (the stores determine every loop of ``loops``). Each element ``last`` reads
+    then holds, both ways, the value that iteration left."""
     earlier_writes = _touched(earlier, stores=True)
     earlier_reads = _touched(earlier, stores=False)
     last_writes = _touched([last], stores=True)
