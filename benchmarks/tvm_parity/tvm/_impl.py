@@ -553,6 +553,12 @@ def _main():
 
 # ------------------------------------------------------------------ wire it up
 
+# Today's TVM spells an expression's dtype ``expr.ty.dtype`` (a type annotation object); index
+# maps in its tests use it. Ours carries ``dtype`` directly.
+if not hasattr(tir.ir.PrimExpr, "ty"):
+    tir.ir.PrimExpr.ty = property(lambda self: type("PrimType", (), {"dtype": self.dtype})())  # type: ignore[attr-defined]
+
+
 script_mod = _module("tvm.script", tir=_T, tirx=_T, ir=_I)
 sys.modules["tvm.script.tir"] = _T
 sys.modules["tvm.script.tirx"] = _T
@@ -777,6 +783,9 @@ class TensorIntrinShim:
                 return None
             raise
 
+
+for _b in ("tvm.tir", "tvm.tirx"):
+    _module(_b, const=lambda value, dtype="int32": tir.ir.const(value, str(dtype)))
 
 for _b in ("tvm.tir", "tvm.tirx"):
     _module(_b, TensorIntrin=TensorIntrinShim)
