@@ -322,6 +322,32 @@ def test_transform_layout_pads_a_shifted_map_at_both_ends(golden) -> None:  # ty
     np.testing.assert_array_equal(c.reshape(-1), np.concatenate([[0], a * 2 + 1, [15]]).astype(np.float32))
 
 
+@T.script
+def guarded_read(A: T.Buffer((6, 12), "float32"), P: T.Buffer((6, 16), "float32")):
+    G = T.alloc_buffer((6, 12), "float32")
+    for i, j in T.grid(6, 12):
+        with T.block("G"):
+            vi, vj = T.remap("SS", i, j)
+            G[vi, vj] = A[vi, vj] * 2.0
+    for i, k in T.grid(6, 16):
+        with T.block("P"):
+            vi, vk = T.remap("SS", i, k)
+            T.reads(G[vi, vk])
+            T.writes(P[vi, vk])
+            P[vi, vk] = T.if_then_else(vk < 12, G[vi, vk], 0.0)
+
+
+def test_transform_layout_cuts_a_guarded_region_to_the_old_shape() -> None:
+    # P declares G[vi, vk] for vk up to 15 but reads it only where vk < 12. Fused into one
+    # dimension, that hull would reach into the next row (which the copy of this row does not
+    # write): the region is cut to the old shape first, G[vi * 12:vi * 12 + 12].
+    sch = Schedule(guarded_read, debug=True)
+    sch.transform_layout(sch.get_block("P"), ("read", 0), lambda a, b: (a * 12 + b,))
+    assert "T.reads(G[vi * 12:vi * 12 + 12])" in sch.func.script()
+    check_numerics(guarded_read, sch.func)
+    check_replay(sch, guarded_read)
+
+
 def test_transform_layout_refuses_a_pad_value_it_cannot_place() -> None:
     sch = Schedule(fourteen)
     with pytest.raises(ScheduleError, match="cannot tell the padding of the index map"):

@@ -44,6 +44,8 @@ from tir.ir import (
     IterKind,
     IterVar,
     LetStmt,
+    Max,
+    Min,
     Mul,
     Or,
     PrimExpr,
@@ -840,10 +842,32 @@ class _LayoutRewriter(IRMutator):
             return new
         return BufferStore(self.new, new.value, self._map(new.indices))
 
+    def _within_shape(self, ranges: tuple[Range, ...]) -> tuple[Range, ...]:
+        """The declared region cut to the old buffer's shape. A guarded access declares its
+        whole hull (``A[vi, vk]`` with ``vk < 16`` read only where ``vk < 12``); the buffer's
+        bounds cut it before, but once mapped into the new layout the excess would name other
+        elements (the next row of a fused buffer). Only a point index not provably inside is
+        widened to the part of its range inside the dimension, which covers every access the
+        program can make there."""
+        analyzer = Analyzer()
+        for var, rng in self.dom.items():
+            analyzer.bind(var, rng)
+        result = []
+        for rng, extent in zip(ranges, self.old.shape):
+            is_point = isinstance(rng.extent, IntImm) and rng.extent.value == 1
+            if not is_point or (analyzer.can_prove(rng.min >= 0) and analyzer.can_prove(rng.min < extent)):
+                result.append(rng)
+                continue
+            low, high = eval_interval(rng.min, self.dom)
+            low = simplify(Max(low, const(0, low.dtype)), self.dom)
+            high = simplify(Min(high, extent - 1), self.dom)
+            result.append(Range(low, simplify(high - low + 1, self.dom)))
+        return tuple(result)
+
     def visit_BufferRegion(self, region: BufferRegion) -> BufferRegion:
         if region.buffer is not self.old:
             return self.generic_visit(region)  # type: ignore[return-value]
-        ranges = region.region
+        ranges = self._within_shape(region.region)
         if all(isinstance(r.extent, IntImm) and r.extent.value == 1 for r in ranges):
             return _point(self.new, self._map([r.min for r in ranges]))
         # Relax the map over the region: each non-point dimension becomes a variable sweeping it.
