@@ -221,3 +221,67 @@ def test_tvm_copy_blocks_and_a_whole_tile_copy_back_run_batched_bit_identical(mo
     # The copy-back runs once after the tile's threads (its last execution is the one that
     # shows), then every block as one batched nest.
     assert results == [True] * 4
+
+
+@pytest.mark.parametrize("seed", range(16))
+def test_copies_placed_at_random_loops_run_bit_identical(seed: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Fuzz kernels tiled at random, then copies (cache_read / cache_write at a random loop,
+    # read_at / write_at) in random scopes: what distribution and batching run must equal the
+    # scalar interpreter bit for bit, errors included.
+    import random
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    if str(root) not in sys.path:
+        sys.path.insert(0, str(root))
+    from tests.fuzz.actions import ACTIONS
+    from tests.fuzz.kernels import KERNELS
+    from tests.schedule.schedule_testing import random_args
+    from tir.schedule import ScheduleError
+
+    rng = random.Random(seed)
+    name = rng.choice(sorted(KERNELS))
+    sch = Schedule(KERNELS[name], seed=seed)
+    for _ in range(3):
+        try:
+            ACTIONS[rng.choice(["split", "reorder", "sample_perfect_tile+split", "fuse"])](sch, rng)
+        except ScheduleError:
+            pass
+    for _ in range(4):
+        names = [part.split('"')[0] for part in sch.func.script().split('T.block("')[1:]]
+        block = sch.get_block(rng.choice(names))
+        loops = sch.get_loops(block)
+        if not loops:
+            continue
+        loop, scope = rng.choice(loops), rng.choice(["shared", "local", "global"])
+        try:
+            kind = rng.choice(["read", "write", "read_at", "write_at"])
+            if kind == "read":
+                sch.compute_at(sch.cache_read(block, rng.randrange(2), scope), loop)
+            elif kind == "write":
+                sch.reverse_compute_at(sch.cache_write(block, 0, scope), loop)
+            elif kind == "read_at":
+                sch.read_at(loop, block, rng.randrange(2), scope)
+            else:
+                sch.write_at(loop, block, 0, scope)
+        except (ScheduleError, IndexError):
+            pass
+    args = random_args(sch.func, seed)
+
+    def outcome(batch: bool) -> object:
+        monkeypatch.setenv("TIR_INTERP_BATCH", "1" if batch else "0")
+        copies = [a.copy() if isinstance(a, np.ndarray) else a for a in args]
+        try:
+            tir.interpret(sch.func, *copies)
+        except Exception as error:  # the same error both ways
+            return f"{type(error).__name__}: {error}"
+        return copies
+
+    scalar, fast = outcome(False), outcome(True)
+    if isinstance(scalar, str) or isinstance(fast, str):
+        assert fast == scalar
+        return
+    for want, got in zip(scalar, fast):  # type: ignore[call-overload]
+        if isinstance(want, np.ndarray):
+            np.testing.assert_array_equal(got, want)
