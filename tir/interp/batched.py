@@ -19,12 +19,19 @@ loops' order, each rounded in the element's dtype), because different spatial po
 different elements (checked at run time) and the block reads its output only at the element it
 writes (checked when planning): the results are bit-identical.
 
+When the spatial loops map one-to-one onto a box of the spatial iterators (however they were
+split, reordered or bound to GPU threads), the numpy axes are the iterators themselves, so
+``A[vi, vk]`` is a slice rather than a gather; lanes then run in cache-sized chunks, each
+through every reduction step, when the stores are proved distinct. A block whose body is loops
+around one store, and loops around a bare store, count as such a nest too. Nests that hold
+copies into or out of shared memory reach this shape through ``tir.interp.distribute``.
+
 ``plan(loop)`` decides statically whether a nest qualifies (one block, one store, nothing the
 batched evaluator cannot express); ``run(plan, env)`` then checks at run time what only the
 values tell (store indices distinct, indices in bounds, iterators in their domains, the batch
 not tiny) and returns False without writing anything when a check fails: the caller then runs
 the scalar code, which reports the error exactly as before. Set ``TIR_INTERP_BATCH=0`` to turn
-batching off.
+batching (and distribution) off.
 """
 
 from __future__ import annotations
