@@ -329,8 +329,8 @@ class Translator:
             return
         parts = self._distributed(stmt)
         if parts is not None:
-            # Copies hoisted out of the nest (tir.interp.distribute), so that what they feed
-            # is one nest the batched evaluator can take.
+            # Copies moved out of the nest (tir.interp.distribute: hoisted, sunk or run once),
+            # so that what remains is nests the batched evaluator can take.
             for part in parts:
                 self.stmt(part)
             return
