@@ -54,6 +54,19 @@ def _run(func: tir.PrimFunc, args: list[np.ndarray], batch: bool, monkeypatch: p
     return copies[-1]
 
 
+def _batched_runs(monkeypatch: pytest.MonkeyPatch) -> list[bool]:
+    """From now on, what each batched run returns (True: it ran; False: the scalar code did)."""
+    results: list[bool] = []
+    run_tuples = batched.run_tuples
+
+    def counted(*args: object) -> bool:
+        results.append(run_tuples(*args))  # type: ignore[arg-type]
+        return results[-1]
+
+    monkeypatch.setattr(batched, "run_tuples", counted)
+    return results
+
+
 def test_a_gpu_tiled_matmul_runs_as_whole_nests_bit_identical(monkeypatch: pytest.MonkeyPatch) -> None:
     func = _gpu_tiled(64).func
     rng = np.random.default_rng(0)
@@ -65,14 +78,7 @@ def test_a_gpu_tiled_matmul_runs_as_whole_nests_bit_identical(monkeypatch: pytes
     np.testing.assert_allclose(fast, a.astype(np.float64) @ b, rtol=1e-4, atol=1e-4)
     # Every block (two copies in, the product, the copy out) runs as one batched nest, and no
     # scalar fallback is reached: four batched runs, each accepted.
-    results: list[bool] = []
-
-    def counted(*args: object) -> bool:
-        results.append(run_tuples(*args))  # type: ignore[arg-type]
-        return results[-1]
-
-    run_tuples = batched.run_tuples
-    monkeypatch.setattr(batched, "run_tuples", counted)
+    results = _batched_runs(monkeypatch)
     _run(func, args, True, monkeypatch)
     assert results == [True] * 4
 
@@ -207,14 +213,7 @@ def test_tvm_copy_blocks_and_a_whole_tile_copy_back_run_batched_bit_identical(mo
     a, b = rng.standard_normal((2, 64, 64), dtype=np.float32)
     args = [a, b, np.zeros((64, 64), np.float32)]
     scalar = _run(tvm_write_at_c, args, False, monkeypatch)
-    results: list[bool] = []
-    run_tuples = batched.run_tuples
-
-    def counted(*run_args: object) -> bool:
-        results.append(run_tuples(*run_args))  # type: ignore[arg-type]
-        return results[-1]
-
-    monkeypatch.setattr(batched, "run_tuples", counted)
+    results = _batched_runs(monkeypatch)
     fast = _run(tvm_write_at_c, args, True, monkeypatch)
     np.testing.assert_array_equal(fast, scalar)
     np.testing.assert_allclose(fast, a.astype(np.float64) @ b, rtol=1e-4, atol=1e-4)

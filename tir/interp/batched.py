@@ -76,9 +76,11 @@ from tir.ir import (
     PrimExpr,
     Range,
     Select,
+    Stmt,
     Sub,
     Var,
     buffer_loads,
+    const,
     free_vars,
     post_order_visit,
     substitute,
@@ -92,6 +94,10 @@ MAX_LANES = 1 << 22
 CHUNK_LANES = 1 << 20
 #: Fewer lanes than this are not worth the numpy overhead: the scalar code runs.
 MIN_LANES = 32
+
+#: Calls that only compute a value from their arguments (no memory read or written): the ones the
+#: batched evaluator expresses, and the ones loop distribution lets a function contain.
+PURE_CALLS = frozenset(runtime.MATH_F64) | {"abs", "isnan", "if_then_else", "fma", *BITWISE}
 
 _CMP = {LT: np.less, LE: np.less_equal, GT: np.greater, GE: np.greater_equal, EQ: np.equal, NE: np.not_equal}
 _BITWISE_UFUNCS = {"bitwise_and": np.bitwise_and, "bitwise_or": np.bitwise_or, "bitwise_xor": np.bitwise_xor}
@@ -129,17 +135,22 @@ class Plan:
     iterator_box: tuple[tuple[int, int] | None, ...] | None = None
 
 
+def loop_chain(stmt: Stmt) -> tuple[list[For], Stmt]:
+    """The loops of the perfect nest rooted at ``stmt`` (outermost first) and what they hold."""
+    loops: list[For] = []
+    while isinstance(stmt, For):
+        loops.append(stmt)
+        stmt = stmt.body
+    return loops, stmt
+
+
 def plan(loop: For) -> Plan | None:
     """The batching plan of the nest rooted at ``loop``, or None when it does not qualify."""
-    loops: list[For] = []
-    node: Any = loop
-    while isinstance(node, For):
-        loops.append(node)
-        node = node.body
+    loops, node = loop_chain(loop)
     if isinstance(node, BufferStore):
         # Loops around a bare store (inside a block, or lowered code): a block with no
         # iterators stands for it, so the nest runs like any other.
-        node = BlockRealize((), IntImm(1, "bool"), Block("", (), (), (), node))
+        node = BlockRealize((), const(1, "bool"), Block("", (), (), (), node))
     if not isinstance(node, BlockRealize):
         return None
     node = _loops_out_of_block(node, loops)
@@ -158,11 +169,7 @@ def _loops_out_of_block(realize: BlockRealize, loops: list[For]) -> BlockRealize
     block = realize.block
     if block.init is not None or block.alloc_buffers or block.match_buffers:
         return realize
-    inner: list[For] = []
-    node: Any = block.body
-    while isinstance(node, For):
-        inner.append(node)
-        node = node.body
+    inner, node = loop_chain(block.body)
     if not inner or not isinstance(node, BufferStore):
         return realize
     own = {id(iv.var) for iv in block.iter_vars}
@@ -332,11 +339,8 @@ def _check_expr(expr: PrimExpr) -> None:
             raise _Unsupported
         if isinstance(node, Call):
             op = node.op
-            if op in runtime.MATH_F64 or op in ("abs", "isnan", "if_then_else", "fma") or op in BITWISE:
-                if op in runtime.MATH_F64 and not node.dtype.is_float:
-                    raise _Unsupported
-                return
-            raise _Unsupported
+            if op not in PURE_CALLS or (op in runtime.MATH_F64 and not node.dtype.is_float):
+                raise _Unsupported
 
     post_order_visit(expr, visit)
 
@@ -356,13 +360,9 @@ def evaluate_over_box(exprs: list[PrimExpr], box: dict[Var, tuple[int, int]]) ->
     """The values of integer ``exprs`` at every point of ``box`` (each variable over
     ``[start, start + extent)`` along its own axis, broadcast), or None when an expression
     reads memory or is something the evaluator does not express."""
-    env: dict[int, Any] = {}
-    axes = len(box)
-    for position, (var, (start, extent)) in enumerate(box.items()):
-        shape = [1] * axes
-        shape[position] = extent
-        dtype = runtime.STORAGE_TYPES[str(var.dtype)]
-        env[id(var)] = (np.arange(extent, dtype=dtype) + dtype(start)).reshape(shape)
+    env = {
+        id(var): _axis_values(var, start, extent, k, len(box)) for k, (var, (start, extent)) in enumerate(box.items())
+    }
     try:
         for expr in exprs:
             if buffer_loads(expr):
@@ -415,45 +415,36 @@ class _Runner:
             return False
         stepped = [k for k in range(len(loops)) if k not in batched]
         stepped_spatial = [position for position, k in enumerate(stepped) if k not in self.plan.reduction_loops]
-        axes = len(batched)
         for position, k in enumerate(batched):
-            start, extent = ranges[k]
-            shape = [1] * axes
-            shape[position] = extent
-            dtype = runtime.STORAGE_TYPES[str(loops[k].loop_var.dtype)]
-            self.env[id(loops[k].loop_var)] = (np.arange(extent, dtype=dtype) + dtype(start)).reshape(shape)
+            self.env[id(loops[k].loop_var)] = _axis_values(loops[k].loop_var, *ranges[k], position, len(batched))
         batch_shape = tuple(ranges[k][1] for k in batched)
         distinct_checked: set[tuple[int, ...]] = set()
         for values in np.ndindex(*(ranges[k][1] for k in stepped)):
-            for k, offset in zip(stepped, values):
-                dtype = runtime.STORAGE_TYPES[str(loops[k].loop_var.dtype)]
-                self.env[id(loops[k].loop_var)] = dtype(ranges[k][0] + offset)
+            self.set_loops(stepped, values, ranges)
             # The store indices depend on the spatial loops only: check them once per batch of those.
             spatial_values = tuple(values[position] for position in stepped_spatial)
             self.step(batch_shape, spatial_values not in distinct_checked)
             distinct_checked.add(spatial_values)
         return True
 
+    def set_loops(self, positions: list[int], offsets: tuple[int, ...], ranges: list[tuple[int, int]]) -> None:
+        """The loops at ``positions`` at their ``offsets`` from their starts (scalars)."""
+        for k, offset in zip(positions, offsets):
+            var = self.plan.loops[k].loop_var
+            self.env[id(var)] = runtime.STORAGE_TYPES[str(var.dtype)](ranges[k][0] + offset)
+
     def run_over_iterators(self, ranges: list[tuple[int, int]], box: tuple[tuple[int, int] | None, ...]) -> None:
         """The nest as its block's spatial iterators over ``box`` (one numpy axis each) and the
         reduction loops stepped in their order (see ``Plan.iterator_box``)."""
-        loops, block = self.plan.loops, self.plan.realize.block
-        extents = [extent for _, extent in filter(None, box)]
-        spatial_values: dict[int, np.ndarray] = {}
-        axis = 0
-        for iter_var, span in zip(block.iter_vars, box):
-            if span is None:
-                continue
-            shape = [1] * len(extents)
-            shape[axis] = span[1]
-            dtype = runtime.STORAGE_TYPES[str(iter_var.var.dtype)]
-            spatial_values[id(iter_var.var)] = (np.arange(span[1], dtype=dtype) + dtype(span[0])).reshape(shape)
-            axis += 1
+        block = self.plan.realize.block
+        spans = [(iter_var.var, span) for iter_var, span in zip(block.iter_vars, box) if span is not None]
+        extents = [extent for _, (_, extent) in spans]
+        spatial_values = {id(var): _axis_values(var, *span, axis, len(spans)) for axis, (var, span) in enumerate(spans)}
         reduction = sorted(self.plan.reduction_loops)
         # Lanes never read each other's elements (the plan's condition), so a chunk of them can
         # run through every reduction step before the next chunk starts: the same operations
         # per element, on arrays that stay in cache.
-        first_var = next(id(iv.var) for iv, span in zip(block.iter_vars, box) if span is not None)
+        first_var = id(spans[0][0])
         rows = spatial_values[first_var]
         per_row = math.prod(extents) // extents[0]
         # Chunks need stores proved distinct: the run-time check sees one chunk at a time.
@@ -464,10 +455,7 @@ class _Runner:
             self.runs = frozenset(id(value) for value in spatial_values.values())
             first = True
             for values in np.ndindex(*(ranges[k][1] for k in reduction)):
-                for k, offset in zip(reduction, values):
-                    dtype = runtime.STORAGE_TYPES[str(loops[k].loop_var.dtype)]
-                    self.env[id(loops[k].loop_var)] = dtype(ranges[k][0] + offset)
-                self.env.update(spatial_values)
+                self.set_loops(reduction, values, ranges)
                 self.step(batch_shape, first, bound_values=spatial_values)
                 first = False
 
@@ -488,7 +476,7 @@ class _Runner:
         init_mask = mask
         init_never = False
         for iter_var, value in zip(block.iter_vars, realize.iter_values):
-            bound = evaluator.eval(value, mask) if bound_values is None else bound_values.get(id(iter_var.var))
+            bound = None if bound_values is None else bound_values.get(id(iter_var.var))
             if bound is None:
                 bound = evaluator.eval(value, mask)
             low, extent = evaluator.eval(iter_var.dom.min, None), evaluator.eval(iter_var.dom.extent, None)
@@ -550,6 +538,14 @@ class _Runner:
         addend = np.asarray(evaluator.eval(rest, None))
         np.add(view, addend, out=view, casting="unsafe")
         return True
+
+
+def _axis_values(var: Var, start: int, extent: int, axis: int, axes: int) -> np.ndarray:
+    """``var`` over ``[start, start + extent)`` along ``axis`` of ``axes`` (size 1 elsewhere)."""
+    shape = [1] * axes
+    shape[axis] = extent
+    dtype = runtime.STORAGE_TYPES[str(var.dtype)]
+    return (np.arange(extent, dtype=dtype) + dtype(start)).reshape(shape)
 
 
 def _all(condition: Any, mask: np.ndarray | None) -> bool:
@@ -779,4 +775,15 @@ class _Evaluator:
         return self._typed(function(*(runtime.f64(a) for a in args)), call.dtype)
 
 
-__all__ = ["MAX_LANES", "MIN_LANES", "Plan", "enabled", "evaluate_over_box", "plan", "run", "run_tuples"]
+__all__ = [
+    "MAX_LANES",
+    "MIN_LANES",
+    "PURE_CALLS",
+    "Plan",
+    "enabled",
+    "evaluate_over_box",
+    "loop_chain",
+    "plan",
+    "run",
+    "run_tuples",
+]

@@ -39,18 +39,19 @@ Two more rewrites serve copies out of a tile (``write_at``):
   loops: only its last execution shows, when only it writes ``X`` and nothing in the nest
   reads ``X``.
 
-The function must have no way to write memory unseen (calls beyond pure arithmetic, buffers
-matched sub-buffers: a buffer is its own storage otherwise); otherwise nothing is distributed.
+The function must have no way to write memory unseen (calls beyond pure arithmetic, matched
+sub-buffers; a buffer is its own storage otherwise); otherwise nothing is distributed.
 """
 
 from __future__ import annotations
 
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, replace
 
 from tir.arith.int_set import relax_region
 from tir.arith.iter_map import detect_iter_map, determined_vars
 from tir.arith.simplify import Analyzer
-from tir.interp import runtime
+from tir.interp.batched import PURE_CALLS, loop_chain
 from tir.ir import (
     Allocate,
     Block,
@@ -73,14 +74,11 @@ from tir.ir import (
     Var,
     buffer_loads,
     free_vars,
+    is_const_int,
     post_order_visit,
     substitute,
 )
-from tir.ir.ops import BITWISE
 from tir.ir.structural import structural_equal
-
-#: Calls that only compute a value (they neither read nor write memory).
-_PURE_CALLS = frozenset(runtime.MATH_F64) | {"abs", "isnan", "if_then_else", "fma", *BITWISE}
 
 
 @dataclass(frozen=True)
@@ -101,7 +99,7 @@ def function_facts(func: PrimFunc) -> Facts:
         nonlocal transparent
         if isinstance(node, BufferStore):
             stores[id(node.buffer)] = stores.get(id(node.buffer), 0) + 1
-        elif isinstance(node, Call) and node.op not in _PURE_CALLS:
+        elif isinstance(node, Call) and node.op not in PURE_CALLS:
             transparent = False
         elif isinstance(node, Block) and node.match_buffers:
             transparent = False
@@ -115,11 +113,7 @@ def distribute(loop: For, facts: Facts) -> list[Stmt] | None:
     the loops it uses), then the nest of the other statements. None when nothing is hoisted."""
     if not facts.transparent:
         return None
-    loops: list[For] = []
-    node: Stmt = loop
-    while isinstance(node, For):
-        loops.append(node)
-        node = node.body
+    loops, node = loop_chain(loop)
     if not isinstance(node, SeqStmt) or len(node.stmts) < 2:
         return None
     local = _local_buffers(loop)
@@ -129,7 +123,7 @@ def distribute(loop: For, facts: Facts) -> list[Stmt] | None:
         targets = _pure_copy_targets(stmt, facts, local)
         if (
             targets is None
-            or any(_reads_any(earlier, targets) for earlier in node.stmts[:position])
+            or _touched(node.stmts[:position], stores=False) & targets.keys()
             or not all(_covered(stmt, later, targets, loops) for later in node.stmts[position + 1 :])
         ):
             kept.append(stmt)
@@ -161,7 +155,7 @@ def _last_copy_once(loops: list[For], stmts: list[Stmt], facts: Facts, local: se
     every ``u``, as it does here. The inner loops must run (constant extents >= 1)."""
     last = stmts[-1]
     targets = _pure_copy_targets(last, facts, local, source_may_change=True)
-    if targets is None or any(_reads_any(stmt, targets) for stmt in stmts):
+    if targets is None or _touched(stmts, stores=False) & targets.keys():
         return None
     used = {id(v) for v in free_vars(last)}
     cut = len(loops)
@@ -170,11 +164,27 @@ def _last_copy_once(loops: list[For], stmts: list[Stmt], facts: Facts, local: se
     inner, outer = loops[cut:], loops[:cut]
     if not inner:
         return None
-    if not all(isinstance(loop.extent, IntImm) and loop.extent.value >= 1 for loop in inner):
+    if not all(_runs(loop) for loop in inner):
         return None
     if not outer:
         return [_nest(inner, stmts[:-1]), last]
     return [_nest(outer, [_nest(inner, stmts[:-1]), last])]
+
+
+def _runs(loop: For) -> bool:
+    """Whether ``loop`` runs at least once whatever the values around it (constant extent >= 1)."""
+    return isinstance(loop.extent, IntImm) and loop.extent.value >= 1
+
+
+def _loop_ranges(loops: list[For]) -> dict[Var, Range]:
+    return {loop.loop_var: Range(loop.min, loop.extent) for loop in loops}
+
+
+def _loop_analyzer(loops: list[For]) -> Analyzer:
+    analyzer = Analyzer()
+    for var, rng in _loop_ranges(loops).items():
+        analyzer.bind(var, rng)
+    return analyzer
 
 
 def _nest(loops: list[For], stmts: list[Stmt]) -> Stmt:
@@ -199,26 +209,23 @@ def _sinkable(last: Stmt, earlier: list[Stmt], loops: list[For]) -> bool:
     shared = _touched([last], stores=False) & earlier_writes
     if not shared:
         return False  # independent statements: nothing gained by moving one
-    targets = {key: None for key in shared}
-    reads = _accesses(last, targets, stores=False)  # type: ignore[arg-type]
+    reads = _accesses(last, shared, stores=False)
     if reads is None:
         return False
     writes: list[_Access] = []
     for stmt in earlier:
-        found = _accesses(stmt, targets, stores=True)  # type: ignore[arg-type]
+        found = _accesses(stmt, shared, stores=True)
         if found is None:
             return False
         writes += found
-    outer_ranges = {outer.loop_var: Range(outer.min, outer.extent) for outer in loops}
-    moving = [outer.loop_var for outer in loops if not (isinstance(outer.extent, IntImm) and outer.extent.value == 1)]
+    outer_ranges = _loop_ranges(loops)
+    moving = [outer.loop_var for outer in loops if not is_const_int(outer.extent, 1)]
     for write in writes:
         found_vars = {id(v) for v in determined_vars(list(write.indices), {**outer_ranges, **write.dom})}
         if any(id(v) not in found_vars for v in moving):
             return False  # two iterations might write one element
-    analyzer = Analyzer()
-    for outer in loops:
-        analyzer.bind(outer.loop_var, Range(outer.min, outer.extent))
-    boxes = [(write.buffer, _written_box(write, loops)) for write in writes]
+    analyzer = _loop_analyzer(loops)
+    boxes = [(write.buffer, _written_box(write, outer_ranges)) for write in writes]
     for read in reads:
         want = relax_region(read.indices, read.dom, read.buffer.shape)
         if not any(buffer is read.buffer and box and _inside(analyzer, want, box) for buffer, box in boxes):
@@ -226,13 +233,12 @@ def _sinkable(last: Stmt, earlier: list[Stmt], loops: list[For]) -> bool:
     return True
 
 
-def _written_box(write: _Access, loops: list[For]) -> list[Range] | None:
-    """The box a store fills at one iteration of ``loops`` (every element of it written: an
+def _written_box(write: _Access, outer_ranges: dict[Var, Range]) -> list[Range] | None:
+    """The box a store fills at one iteration of the outer loops (every element of it written: an
     unguarded store whose indices are an iter map without gaps, independent per index), or None.
     A hull would claim elements a strided or guarded store skips."""
     if write.guarded:
         return None
-    outer_ranges = {outer.loop_var: Range(outer.min, outer.extent) for outer in loops}
     found = detect_iter_map(list(write.indices), write.dom, var_ranges=outer_ranges)
     if not found.ok or not found.predicate_applied:
         return None
@@ -246,7 +252,7 @@ def _inside(analyzer: Analyzer, want: tuple[Range, ...] | list[Range], have: tup
     )
 
 
-def _touched(stmts: list[Stmt], stores: bool) -> set[int]:
+def _touched(stmts: Sequence[Stmt], stores: bool) -> set[int]:
     found: set[int] = set()
     kind = BufferStore if stores else BufferLoad
 
@@ -288,7 +294,7 @@ def _pure_copy_targets(
             return all(check(item) for item in node.stmts)
         if isinstance(node, BlockRealize):
             block = node.block
-            trivial = isinstance(node.predicate, IntImm) and node.predicate.value == 1
+            trivial = is_const_int(node.predicate, 1)
             plain = block.init is None and not block.alloc_buffers and not block.match_buffers
             return trivial and plain and not buffer_loads(node.iter_values) and check(block.body)
         if isinstance(node, BufferStore):
@@ -314,18 +320,6 @@ def _pure_copy_targets(
     return targets
 
 
-def _reads_any(stmt: Stmt, targets: dict[int, Buffer]) -> bool:
-    found = False
-
-    def visit(node: object) -> None:
-        nonlocal found
-        if isinstance(node, BufferLoad) and id(node.buffer) in targets:
-            found = True
-
-    post_order_visit(stmt, visit)
-    return found
-
-
 # ---------------------------------------------------------------- regions
 
 
@@ -341,8 +335,8 @@ class _Access:
     guarded: bool = False
 
 
-def _accesses(stmt: Stmt, targets: dict[int, Buffer], stores: bool) -> list[_Access] | None:
-    """Every load (``stores`` False) or store (True) of a target buffer under ``stmt``; None when
+def _accesses(stmt: Stmt, targets: Collection[int], stores: bool) -> list[_Access] | None:
+    """Every load (``stores`` False) or store (True) of a target buffer (by id) under ``stmt``; None when
     a statement kind is not understood (the caller then proves nothing)."""
     found: list[_Access] = []
 
@@ -368,7 +362,7 @@ def _accesses(stmt: Stmt, targets: dict[int, Buffer], stores: bool) -> list[_Acc
             block = node.block
             if block.match_buffers:
                 return False
-            guarded = guarded or not (isinstance(node.predicate, IntImm) and node.predicate.value == 1)
+            guarded = guarded or not is_const_int(node.predicate, 1)
             if block.init is not None and not walk(block.init, inner, dom, guarded):
                 return False
             return walk(block.body, inner, dom, guarded)
@@ -395,7 +389,7 @@ def _accesses(stmt: Stmt, targets: dict[int, Buffer], stores: bool) -> list[_Acc
     return found if walk(stmt, {}, {}, False) else None
 
 
-def _covered(copy: Stmt, reader: Stmt, targets: dict[int, Buffer], loops: list[For]) -> bool:
+def _covered(copy: Stmt, reader: Stmt, targets: Collection[int], loops: list[For]) -> bool:
     """Whether each read of a target by ``reader``, at any iteration of ``loops``, lies inside
     what ``copy`` writes at that iteration."""
     reads = _accesses(reader, targets, stores=False)
@@ -406,14 +400,12 @@ def _covered(copy: Stmt, reader: Stmt, targets: dict[int, Buffer], loops: list[F
     writes = _accesses(copy, targets, stores=True)
     if not writes:
         return False
-    analyzer = Analyzer()
-    for outer in loops:
-        analyzer.bind(outer.loop_var, Range(outer.min, outer.extent))
+    analyzer, outer_ranges = _loop_analyzer(loops), _loop_ranges(loops)
     for read in reads:
         written = [w for w in writes if w.buffer is read.buffer]
         if len(written) != 1:
             return False  # a union of several stores is not worth proving here
-        box = _written_box(written[0], loops)
+        box = _written_box(written[0], outer_ranges)
         if box is None or not _inside(analyzer, relax_region(read.indices, read.dom, read.buffer.shape), box):
             return False
     return True
@@ -431,9 +423,8 @@ def _nest_over_used_loops(loops: list[For], stmt: Stmt) -> Stmt | None:
             if not keep[k] and id(outer.loop_var) in used:
                 keep[k] = changed = True
                 used |= {id(v) for v in free_vars((outer.min, outer.extent))}
-    for k, outer in enumerate(loops):
-        if not keep[k] and not (isinstance(outer.extent, IntImm) and outer.extent.value >= 1):
-            return None
+    if not all(keep[k] or _runs(outer) for k, outer in enumerate(loops)):
+        return None
     body = stmt
     for k in reversed(range(len(loops))):
         if keep[k]:

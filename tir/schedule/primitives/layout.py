@@ -44,8 +44,6 @@ from tir.ir import (
     IterKind,
     IterVar,
     LetStmt,
-    Max,
-    Min,
     Mul,
     Or,
     PrimExpr,
@@ -67,6 +65,7 @@ from tir.ir.structural import structural_equal
 from tir.schedule.errors import ScheduleError
 from tir.schedule.handles import BlockRV
 from tir.schedule.index_map import IndexMap, IndexMapError
+from tir.schedule.primitives._cache_util import clamp_region
 from tir.schedule.primitives._common import block_target, doc_from, loop_dom_map
 from tir.schedule.primitives._init_order_util import check_init_order
 from tir.schedule.primitives._layout_util import (
@@ -854,14 +853,14 @@ class _LayoutRewriter(IRMutator):
             analyzer.bind(var, rng)
         result = []
         for rng, extent in zip(ranges, self.old.shape):
-            is_point = isinstance(rng.extent, IntImm) and rng.extent.value == 1
-            if not is_point or (analyzer.can_prove(rng.min >= 0) and analyzer.can_prove(rng.min < extent)):
+            if not is_const_int(rng.extent, 1) or (
+                analyzer.can_prove(rng.min >= 0) and analyzer.can_prove(rng.min < extent)
+            ):
                 result.append(rng)
                 continue
             low, high = eval_interval(rng.min, self.dom)
-            low = simplify(Max(low, const(0, low.dtype)), self.dom)
-            high = simplify(Min(high, extent - 1), self.dom)
-            result.append(Range(low, simplify(high - low + 1, self.dom)))
+            (cut,) = clamp_region([Range(low, analyzer.simplify(high - low + 1))], [extent], analyzer)
+            result.append(cut)
         return tuple(result)
 
     def visit_BufferRegion(self, region: BufferRegion) -> BufferRegion:
