@@ -7,7 +7,9 @@ the CUDA postprocessors applied), builds each, runs it on fresh random inputs wi
 poisoned (NaN), and reports per candidate: the relative error ||out - ref|| / ||ref|| against
 numpy in float32 (float16 products are exact in float32, so only the summation order differs:
 errors sit near 1e-6; a wrong fragment layout or a race gives 1e-1 and up), the kernel time, the
-features its source uses (WMMA or mma.sync, ldmatrix, cp.async) and its launch.
+features its source uses (WMMA or mma.sync, ldmatrix, cp.async), its launch, and what the cubin
+says offline (``tir.codegen.cuda_report``: registers, spilled bytes, shared memory, blocks per
+multiprocessor and the SASS mix; ``--compile-only`` gives these without a GPU).
 
 Candidates run in a child process: a kernel that faults (an illegal address poisons the CUDA
 context) or hangs ends only that child; the parent records it and goes on with the next seed.
@@ -35,6 +37,7 @@ import numpy as np
 
 import tir
 import tir.script as T
+from tir.codegen.cuda_report import kernel_reports
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "examples"))
 from matmul_tensorcore import make_matmul as make_gemm  # noqa: E402 - the float16 GEMM, float32 sums
@@ -150,6 +153,10 @@ def check_one(workload: str, seed: int, target: str, out_dir: Path, compile_only
     record["kernels"] = [
         [k.name, [str(e) for e in k.grid], [str(e) for e in k.block], str(k.shared_bytes)] for k in module.kernels
     ]
+    try:  # offline: registers, spills, SASS mix and occupancy from the cubin
+        record["resources"] = [r.as_dict() for r in kernel_reports(module)]
+    except Exception as error:  # noqa: BLE001 - a missing cuobjdump costs the report, not the check
+        record["resources_error"] = str(error).splitlines()[0][:200]
     if compile_only:
         record["status"] = "built"
         return record
@@ -258,12 +265,17 @@ def parent(args: argparse.Namespace) -> None:
         todo = [item for item in todo if item not in done]
     records = _records(log_path)
     summary: dict[str, Any] = {"target": args.target, "seconds": round(time.perf_counter() - started, 1)}
-    print(f"{'workload':9} {'seed':>4} {'status':9} {'features':24} {'rel_error':>10} {'ms':>9} {'TFLOP/s':>8}  detail")
+    print(
+        f"{'workload':9} {'seed':>4} {'status':9} {'features':28} {'rel_error':>10} {'ms':>9} {'TFLOP/s':>8}"
+        f" {'regs':>4} {'spill':>5} {'smem':>6} {'occ':>3}  detail"
+    )
     for r in records:
+        used = (r.get("resources") or [{}])[0]
         print(
-            f"{r['workload']:9} {r['seed']:4d} {r['status']:9} {r.get('features', ''):24} "
+            f"{r['workload']:9} {r['seed']:4d} {r['status']:9} {r.get('features', ''):28} "
             f"{r.get('rel_error', float('nan')):10.2e} {r.get('ms', float('nan')):9.3f} {r.get('tflops', float('nan')):8.2f}"
-            f"  {r.get('detail', '')[:100]}"
+            f" {used.get('registers', ''):>4} {used.get('spill_bytes', ''):>5} {used.get('shared_bytes', ''):>6}"
+            f" {used.get('blocks_per_sm', ''):>3}  {r.get('detail', '')[:100]}"
         )
     for workload in args.workloads.split(","):
         mine = [r for r in records if r["workload"] == workload]
@@ -272,8 +284,10 @@ def parent(args: argparse.Namespace) -> None:
             counts[r["status"]] = counts.get(r["status"], 0) + 1
         ok = [r for r in mine if r["status"] == "ok"]
         best = min(ok, key=lambda r: r["ms"]) if ok else None
+        spilling = [r["seed"] for r in mine if any(k["spill_bytes"] for k in r.get("resources", []))]
         summary[workload] = {
             "counts": counts,
+            "spilling_seeds": spilling,
             "best_ms": best and best["ms"],
             "best_seed": best and best["seed"],
             "best_tflops": best and best["tflops"],

@@ -1,9 +1,9 @@
 """The hand-scheduled float16 Tensor Core matmul (4096^3, float32 accumulation) against cuBLAS.
 
 The kernels are examples/matmul_tensorcore.py's schedule under each tiling of ``TILINGS`` (WMMA
-and mma.sync + ldmatrix; block tiles 64 to 128 square, 4 or 8 warps; cp.async double buffering),
-built for the GPU's own architecture. Each is checked against numpy (output poisoned with NaN
-first) and timed with CUDA events around the kernel only; cuBLAS runs through torch
+and mma.sync + ldmatrix; block tiles 64 x 128 to 256 x 128, 4 or 8 warps; cp.async pipelines
+of 2 to 4 stages), built for the GPU's own architecture. Each is checked against numpy (output
+poisoned with NaN first) and timed with CUDA events around the kernel only; cuBLAS runs through torch
 (``torch.matmul`` on CUDA float16 tensors, float16 output) in the same run. Without a GPU (or
 without torch) it says why and ends with ``{"ratio_vs_cublas": null, "device": null, "reason":
 ...}``, exiting 0.
@@ -26,23 +26,33 @@ import matmul_tensorcore  # noqa: E402
 N = 4096
 
 T = matmul_tensorcore.Tiling
-#: The tilings timed: the example's default first. Static shared memory (two stages of A and
-#: B tiles, rows padded by 8 halves) must stay within 48 KB, which rules out larger ones.
+#: The tilings timed: the example's default first. Tiles over 48 KB of shared memory (deep
+#: pipelines, k tiles of 64, 128 x 256 blocks) take it as dynamic shared memory.
 TILINGS = [
     T(),
     *(
-        T(bm, bn, wm, wn, kt, mma)
+        T(bm, bn, wm, wn, kt, mma, stages)
         for mma in (False, True)
-        for bm, bn, wm, wn, kt in [
-            (64, 64, 2, 2, 64),
-            (128, 64, 2, 2, 32),
-            (64, 128, 2, 2, 32),
-            (128, 128, 2, 2, 32),
-            (128, 128, 2, 4, 32),
-            (128, 128, 4, 2, 32),
+        for bm, bn, wm, wn, kt, stages in [
+            (128, 128, 2, 2, 32, 2),
+            (128, 128, 2, 2, 32, 3),
+            (128, 128, 2, 2, 32, 4),
+            (128, 128, 2, 2, 64, 3),
+            (128, 256, 2, 4, 32, 3),
+            (128, 256, 2, 4, 32, 4),
         ]
     ),
-    T(mma=True),
+    T(256, 128, 4, 2, 32, True, 3),
+    T(128, 128, 2, 4, 32, True, 3),
+    T(64, 128, 2, 2, 32, True, 3),
+    *(
+        T(bm, bn, wm, wn, kt, True, 3, fragment_pipeline=True)
+        for bm, bn, wm, wn, kt in [
+            (128, 128, 2, 2, 32),
+            (128, 128, 2, 2, 64),
+            (128, 256, 2, 4, 32),
+        ]
+    ),
 ]
 
 

@@ -58,7 +58,9 @@ def make_matmul(n: int) -> tir.PrimFunc:
 class Tiling(NamedTuple):
     """One hand schedule's shape: a ``block_m`` x ``block_n`` tile of C per thread block, split
     over ``warps_m`` x ``warps_n`` warps; ``k_tile`` of k per shared-memory stage; WMMA
-    m16n16k16 fragments, or with ``mma`` the PTX ``mma.sync`` m16n8k16 with ``ldmatrix``."""
+    m16n16k16 fragments, or with ``mma`` the PTX ``mma.sync`` m16n8k16 with ``ldmatrix``;
+    ``stages`` versions of the shared tiles in flight (pipelined when 2 or more), and with
+    ``fragment_pipeline`` the fragments of the next k16 step loaded while this one multiplies."""
 
     block_m: int = BLOCK_TILE
     block_n: int = BLOCK_TILE
@@ -66,11 +68,15 @@ class Tiling(NamedTuple):
     warps_n: int = 2
     k_tile: int = K_TILE
     mma: bool = False
+    stages: int = 2
+    fragment_pipeline: bool = False
 
     @property
     def name(self) -> str:
         kind = "mma" if self.mma else "wmma"
-        return f"{kind} {self.block_m}x{self.block_n}x{self.k_tile} warps {self.warps_m}x{self.warps_n}"
+        staged = f" stages {self.stages}" if self.stages != 2 else ""
+        staged += " +frag" if self.fragment_pipeline else ""
+        return f"{kind} {self.block_m}x{self.block_n}x{self.k_tile} warps {self.warps_m}x{self.warps_n}{staged}"
 
 
 #: The example's schedule: 64 x 64 tiles of C, 2 x 2 warps, k tiles of 32, WMMA.
@@ -149,8 +155,12 @@ def schedule_matmul(func: tir.PrimFunc, pipelined: bool = True, tiling: Tiling =
 
     if pipelined:
         # Copy k tile ko + 1 (stage 0: A, B) while tile ko is multiplied (stage 1).
-        sch.annotate(ko, "software_pipeline_stage", [0, 0, 1])
+        sch.annotate(ko, "software_pipeline_stage", [0, 0, t.stages - 1])
         sch.annotate(ko, "software_pipeline_order", [0, 1, 2])
+        if t.fragment_pipeline:
+            # Register double-buffering: load the fragments of ki + 1 while ki is multiplied.
+            sch.annotate(ki, "software_pipeline_stage", [0, 0, 1])
+            sch.annotate(ki, "software_pipeline_order", [0, 1, 2])
     return sch
 
 

@@ -39,8 +39,9 @@ def _run(func: tir.PrimFunc) -> np.ndarray:
     return c
 
 
-def test_interpreter_matches_unpipelined() -> None:
-    func = _pipelined_matmul()
+@pytest.mark.parametrize("last", [1, 2, 3], ids=["2-stages", "3-stages", "4-stages"])
+def test_interpreter_matches_unpipelined(last: int) -> None:
+    func = _pipelined_matmul([0, 0, last])
     before = _before_pipeline(func)
     after = inject_software_pipeline(before, SM80)
     assert after is not before

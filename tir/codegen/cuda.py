@@ -6,7 +6,9 @@
 - buffer parameters are ``T* __restrict__ name``, scalars are passed by value;
 - a thread-bound loop disappears: its variable is the thread index (``int tx = threadIdx.x;``),
   guarded by ``if (tx < extent)`` when the launch is wider than the loop;
-- ``shared`` allocations are ``__shared__`` arrays, ``local`` ones are per-thread arrays;
+- ``shared`` allocations are ``__shared__`` arrays, or pointers into the kernel's one
+  ``extern __shared__`` array when it needs more than 48 KB (``plan_dynamic_shared_memory``);
+  ``local`` ones are per-thread arrays;
 - warp fragments (``wmma.*``) are arrays of ``nvcuda::wmma::fragment`` (one per 16 x 16 tile,
   row-major over the buffer's tiles); ``m16n8k16.*`` fragments are per-thread register arrays
   in the ``mma.sync`` fragment layouts (``tir.codegen.cuda_mma``);
@@ -50,6 +52,7 @@ from tir.ir import (
 from tir.ir import expr as E
 from tir.ir.dtype import DataType
 from tir.target import Target
+from tir.transform.dynamic_shared_memory import dynamic_shared_layout
 
 __all__ = ["build_cuda", "codegen_cuda", "cuda_type", "kernel_functions"]
 
@@ -182,7 +185,10 @@ class _Namer:
         return self.names[key]
 
 
-_RESERVED = {"threadIdx", "blockIdx", "blockDim", "gridDim", "half", "float", "int", "double", "signed", "unsigned"}
+#: The kernel's one dynamic shared-memory array (``plan_dynamic_shared_memory``).
+DYNAMIC_SHARED = "tir_dynamic_shared"
+
+_RESERVED = {DYNAMIC_SHARED, "threadIdx", "blockIdx", "blockDim", "gridDim", "half", "float", "int", "double", "signed", "unsigned"}
 
 
 class CudaFunctionCodegen:
@@ -194,10 +200,14 @@ class CudaFunctionCodegen:
         self.namer = _Namer()
         self.lines: list[str] = []
         self.indent = 1
+        #: Names declared in each open C++ scope, innermost last.
+        self.scopes: list[set[str]] = [set()]
         self.launch = {
             tag: (extent.value if isinstance(extent, IntImm) else None)
             for tag, extent in func.attrs.get("thread_extents", {}).items()
         }
+        #: Byte offsets of the shared buffers carved from dynamic shared memory (by buffer id).
+        self.dynamic_shared = dynamic_shared_layout(func)
 
     # ------------------------------------------------------------ output
 
@@ -215,6 +225,8 @@ class CudaFunctionCodegen:
         threads = math.prod(e.value for e in block if isinstance(e, IntImm)) if block else 0
         bounds = f"__launch_bounds__({threads}) " if threads else ""
         head = f'extern "C" __global__ void {bounds}{self.func.name}({", ".join(params)}) {{'
+        if self.dynamic_shared:
+            self.line(f"extern __shared__ __align__(16) unsigned char {DYNAMIC_SHARED}[];")
         self.stmt(self.func.body)
         return "\n".join([head, *self.lines, "}"]) + "\n"
 
@@ -236,9 +248,31 @@ class CudaFunctionCodegen:
         self.line(self.expr(stmt.value) + ";")
 
     def _stmt_LetStmt(self, stmt: LetStmt) -> None:
+        name = self.namer.name(stmt.var, stmt.var.name)
         value = self.expr(stmt.value)
-        self.line(f"const {cuda_type(stmt.var.dtype)} {self.namer.name(stmt.var, stmt.var.name)} = {value};")
-        self.stmt(stmt.body)
+        self.declare(name, f"const {cuda_type(stmt.var.dtype)} {name} = {value};", stmt.body)
+
+    def declare(self, name: str, declaration: str, body: Stmt, guard: str | None = None) -> None:
+        """``declaration`` of ``name`` followed by ``body`` (inside ``if (guard)`` when given), in a
+        block of its own when ``name`` is already declared in this C++ scope: a pipeline's
+        unrolled epilogue repeats a statement, and with it the declarations of its variables."""
+        again = name in self.scopes[-1]
+        if again:
+            self.line("{")
+            self.indent += 1
+            self.scopes.append(set())
+        self.scopes[-1].add(name)
+        self.line(declaration)
+        if guard is not None:
+            self.line(f"if ({guard}) {{")
+            self.nested(body)
+            self.line("}")
+        else:
+            self.stmt(body)
+        if again:
+            self.scopes.pop()
+            self.indent -= 1
+            self.line("}")
 
     def _stmt_IfThenElse(self, stmt: IfThenElse) -> None:
         self.line(f"if ({self.expr(stmt.condition)}) {{")
@@ -250,7 +284,9 @@ class CudaFunctionCodegen:
 
     def nested(self, stmt: Stmt) -> None:
         self.indent += 1
+        self.scopes.append(set())
         self.stmt(stmt)
+        self.scopes.pop()
         self.indent -= 1
 
     def _stmt_For(self, loop: For) -> None:
@@ -259,15 +295,10 @@ class CudaFunctionCodegen:
         if loop.kind is ForKind.THREAD_BINDING:
             tag = loop.thread_tag or ""
             start = "" if is_const_int(loop.min, 0) else f" + {self.expr(loop.min)}"
-            self.line(f"{ctype} {var} = ({ctype}){tag}{start};")
             launch = self.launch.get(tag)
             narrower = not (isinstance(loop.extent, IntImm) and launch == loop.extent.value)
-            if narrower:
-                self.line(f"if ({tag} < {self.expr(loop.extent)}) {{")
-                self.nested(loop.body)
-                self.line("}")
-            else:
-                self.stmt(loop.body)
+            guard = f"{tag} < {self.expr(loop.extent)}" if narrower else None
+            self.declare(var, f"{ctype} {var} = ({ctype}){tag}{start};", loop.body, guard)
             return
         if loop.kind is ForKind.PARALLEL:
             raise CodegenError(
@@ -342,7 +373,10 @@ class CudaFunctionCodegen:
                     "kernel allocations need constant sizes"
                 )
             ctype = cuda_type(buffer.dtype)
-            if scope in ("shared", "shared.dyn"):
+            if scope in ("shared", "shared.dyn") and id(buffer) in self.dynamic_shared:
+                offset = self.dynamic_shared[id(buffer)]
+                self.line(f"{ctype}* {name} = ({ctype}*)({DYNAMIC_SHARED} + {offset});")
+            elif scope in ("shared", "shared.dyn"):
                 align = f"__align__({max(buffer.align, 16)}) "
                 self.line(f"__shared__ {align}{ctype} {name}[{size}];")
             elif scope == "local":

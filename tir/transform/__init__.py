@@ -114,6 +114,7 @@ GPU_PASS_NAMES = (
     "split_host_device",
     "insert_syncthreads",
     "simplify_kernels",
+    "plan_dynamic_shared_memory",
 )
 
 #: Storage scopes of warp fragments: kept multi-dimensional (tiles) by the GPU pipeline.
@@ -199,6 +200,10 @@ def gpu_passes(target: Target) -> list[tuple[str, ModulePass]]:
         ("split_host_device", split_host_device),
         ("insert_syncthreads", _module_pass(insert_syncthreads)),
         ("simplify_kernels", _module_pass(simplify)),
+        (
+            "plan_dynamic_shared_memory",
+            importlib.import_module("tir.transform.dynamic_shared_memory").plan_dynamic_shared_memory,
+        ),
     ]
 
 
@@ -215,6 +220,7 @@ def lower(func_or_mod: PrimFunc | IRModule, target: str | Target | None = None, 
         split_host_device          thread-bound loop nests -> device kernels + tir.cuda_launch calls
         insert_syncthreads         __syncthreads() around shared-memory hazards in each kernel
         simplify
+        plan_dynamic_shared_memory kernels with over 48 KB of shared memory take it dynamically
 
     ``dump=True`` prints the program after every pass,
         ``dump=callable`` receives ``(pass_name, module)`` after every pass.

@@ -4,7 +4,7 @@ Fits a float16 GEMM-like block (``C += cast(A) * cast(B)``: matmul, dense, conv2
 ReIndex) that ``metasched.space.tensorize.match_intrin`` maps onto a registered Tensor Core
 ``*_sync`` intrinsic of the target with every block iterator inside the intrinsic (no batch
 class) and no padding needed. Per intrinsic group (WMMA float32 / float16 accumulate,
-``mma.sync`` m16n8k16 with ``ldmatrix`` on sm_80+) and per pipelining choice, one sketch: the
+``mma.sync`` m16n8k16 with ``ldmatrix`` on sm_80+) and per pipeline depth, one sketch: the
 hand schedule of examples/matmul_tensorcore.py with its constants sampled.
 
 1. GEMM form, by the tensorization analysis' own steps (``to_fused_form``): operands not
@@ -22,9 +22,11 @@ hand schedule of examples/matmul_tensorcore.py with its constants sampled.
    ``bm bn ko (wm wn) ki tm tn | m16 n16 k16`` (S S R S R S, the two warp loops fused and bound
    to ``threadIdx.y``; a warp's 32 lanes are ``threadIdx.x``). The sizes are decisions:
    tiles per warp and warps per axis are ``sample_categorical`` among the divisors that fit
-   (tiles at most 4, 2 through shared memory; warps at most 2), each safe to change alone, so
-   the search's mutants replay; ``ki`` is a ``sample_perfect_tile`` of at most 2. Every sample
-   fits the thread limits and the 48 KB of static shared memory a kernel may declare;
+   (a warp's tile at most 64 rows, 32 through shared memory, and 64 columns: 4 tiles of 16, or
+   8 of mma.sync's 8; warps at most 2), each safe to change alone, so the search's mutants
+   replay; ``ki`` is a ``sample_perfect_tile`` of at most 2. Every sample fits the thread
+   limits; tiles with their pipeline stages over 48 KB take dynamic shared memory
+   (``tir.transform.dynamic_shared_memory``), and the verifier holds them to the GPU's limit;
 4. the shared copies sit at ``ko``, their rows padded against bank conflicts
    (``storage_align``: rows of 32k + 8 halves) and annotated ``meta_schedule.cooperative_fetch``
    (``RewriteCooperativeFetch`` spreads them over the thread block, vectorized up to 16 bytes,
@@ -32,9 +34,10 @@ hand schedule of examples/matmul_tensorcore.py with its constants sampled.
    are stored back per warp at ``bn``, all tensorized here;
 5. the update annotated ``meta_schedule.tensor_core`` (``RewriteTensorCore`` decomposes the
    reduction at ``ko`` and tensorizes the fill and the update: the init's loop nest depends on
-   the sampled sizes); optionally ``ko`` software-pipelined (``software_pipeline_stage`` ``[0,
-   0, 1]``: the next k tile is copied, with ``cp.async`` on sm_80+, into double-buffered shared
-   memory while this one is multiplied).
+   the sampled sizes); with a pipeline depth ``d`` of 2 or more, ``ko`` software-pipelined
+   (``software_pipeline_stage`` ``[0, 0, d - 1]``: the next ``d - 1`` k tiles are copied, with
+   ``cp.async`` on sm_80+, into ``d`` versions of the shared tiles while this one is
+   multiplied).
 
 A step a primitive refuses drops that sketch; a block no group fits is left to the next rules.
 Not done: batch classes (batch matmul), extents that need padding (``pad_einsum``'s unpadding
@@ -137,8 +140,9 @@ def default_groups(target: Target) -> list[TensorCoreGroup]:
 class MultiLevelTilingTensorCore(SketchRule):
     """The rule (module docstring). ``groups``: the intrinsic groups to try (default: those the
     target runs); ``max_warp_tiles`` / ``max_warps``: per axis, the most intrinsic tiles per
-    warp and warps per thread block; ``max_k_tiles``: the most k tiles per shared-memory stage;
-    ``pipeline``: the pipelining choices, one sketch each."""
+    warp (rows; columns in 16-wide tiles) and warps per thread block; ``max_k_tiles``: the most
+    k tiles per shared-memory stage; ``pipeline``: the pipeline depths (shared-memory versions
+    of the operand tiles; 1: not pipelined), one sketch each."""
 
     name = "multi_level_tiling_tensor_core"
     structure = "SSSRRSRS"
@@ -150,7 +154,7 @@ class MultiLevelTilingTensorCore(SketchRule):
         max_warp_tiles: int = 4,
         max_warps: int = 2,
         max_k_tiles: int = 2,
-        pipeline: tuple[bool, ...] = (True, False),
+        pipeline: tuple[int, ...] = (3, 2, 1),
     ) -> None:
         self.target = target
         self.groups = list(groups) if groups is not None else default_groups(self.target)
@@ -182,9 +186,9 @@ class MultiLevelTilingTensorCore(SketchRule):
     def apply(self, sch: Schedule, block: BlockRV) -> list[Schedule]:
         results = []
         for group, candidate in self.candidates(sch, block):
-            for pipelined in self.pipeline:
+            for depth in self.pipeline:
                 # mypy cannot infer a lambda with default arguments (a checker limitation)
-                made = try_on_copy(sch, lambda s, g=group, c=candidate, p=pipelined: self._sketch(s, block, g, c, p))  # type: ignore[misc]
+                made = try_on_copy(sch, lambda s, g=group, c=candidate, d=depth: self._sketch(s, block, g, c, d))  # type: ignore[misc]
                 if made is not None:
                     results.append(made)
         return results or [sch]
@@ -192,7 +196,7 @@ class MultiLevelTilingTensorCore(SketchRule):
     # ----------------------------------------------------------------- one sketch
 
     def _sketch(
-        self, sch: Schedule, block: BlockRV, group: TensorCoreGroup, candidate: TensorizeCandidate, pipelined: bool
+        self, sch: Schedule, block: BlockRV, group: TensorCoreGroup, candidate: TensorizeCandidate, depth: int
     ) -> None:
         before = set(sch.index.blocks)
         # Step 1 is tensorization's own (apply_candidate's first steps); the loops are the
@@ -232,7 +236,8 @@ class MultiLevelTilingTensorCore(SketchRule):
         k16, k_in = sch.split(k, [None, 16])
         most_m = self.max_warp_tiles if c_shared is None else min(self.max_warp_tiles, 2)
         (bm, wm, tm), wm_size = _warp_tiles(sch, m16, most_m, self.max_warps)
-        (bn, wn, tn), wn_size = _warp_tiles(sch, n16, self.max_warp_tiles, self.max_warps)
+        most_n = self.max_warp_tiles * 16 // group.n_tile  # the same 64 columns in mma's 8-wide tiles
+        (bn, wn, tn), wn_size = _warp_tiles(sch, n16, most_n, self.max_warps)
         ko, ki = sch.split(k16, sch.sample_perfect_tile(k16, n=2, max_innermost_factor=self.max_k_tiles))
         sch.reorder(bm, bn, ko, wm, wn, ki, tm, tn, m_in, n_in, k_in)
         sch.bind(bm, "blockIdx.y")
@@ -271,9 +276,9 @@ class MultiLevelTilingTensorCore(SketchRule):
         # postprocessor: the init's loop nest drops the loops of extent 1, so its length
         # depends on the tile sizes, which a trace must not.
         sch.annotate(block, TENSOR_CORE, f"{group.sync},{group.fill}")
-        if pipelined:
-            # Copy k tile ko + 1 (stage 0: A, B) while tile ko is multiplied (stage 1).
-            sch.annotate(ko, "software_pipeline_stage", [0, 0, 1])
+        if depth > 1:
+            # Copy k tiles up to ko + depth - 1 (stage 0: A, B) while tile ko is multiplied.
+            sch.annotate(ko, "software_pipeline_stage", [0, 0, depth - 1])
             sch.annotate(ko, "software_pipeline_order", [0, 1, 2])
 
 
