@@ -516,3 +516,56 @@ def test_launch_limits_read_from_the_gpu() -> None:
         cuda_runtime.CUDALaunchError, match=r"bytes of shared memory per block .* the GPU allows at most"
     ):
         module(a, np.zeros_like(a))
+
+
+# ---------------------------------------------------------------- the tuner's runner on a GPU
+
+
+@T.script
+def add_one(A: T.Buffer((64,), "float32"), B: T.Buffer((64,), "float32")):
+    for i in range(64):
+        with T.block("B"):
+            vi = T.axis.spatial(64, i)
+            B[vi] = A[vi] + 1.0
+
+
+def add_one_kernel(driver: FakeDriver, config: LaunchConfig, b: np.uint64, a: np.uint64) -> None:
+    driver.view(int(b), np.float32)[:64] = driver.view(int(a), np.float32)[:64] + 1
+
+
+@pytest.mark.parametrize("outcome", ["right", "wrong"])
+def test_tuner_times_a_cuda_candidate_with_its_arguments_resident(
+    fake_driver: FakeDriver, monkeypatch: pytest.MonkeyPatch, outcome: str
+) -> None:
+    """The runner copies a CUDA candidate's arguments to the GPU once per run, not once per
+    timed sample, brings the outputs back for the check, and frees the memory after."""
+    import types
+
+    from metasched.measure import runner
+    from metasched.measure.builder import Built, Job
+
+    a_param, b_param = add_one.params
+    spec = KernelSpec(name="add_one_kernel", params=[b_param, a_param], grid=(1, 1, 1), block=(64, 1, 1))
+    module = CUDAModule(add_one, [spec], b"not a real cubin", "// source", Target.parse(TARGET))
+    fake_driver.kernels["add_one_kernel"] = add_one_kernel
+    copies: list[int] = []
+    to_device = fake_driver.to_device
+    monkeypatch.setattr(
+        fake_driver, "to_device", lambda alloc, array: (copies.append(array.nbytes), to_device(alloc, array))[1]
+    )
+    a = np.arange(64, dtype=np.float32)
+    monkeypatch.setattr(
+        runner, "make_arguments", lambda func, nan_outputs=True: ([a, np.full(64, np.nan, np.float32)], [1])
+    )
+    want = a + 1 if outcome == "right" else a + 2
+    reference = types.SimpleNamespace(outputs=[want], nan_outputs=True)
+    job = Job(program=b"", target=TARGET, reference_key=None, reference=None, num_threads=None, repeat=5)
+    reply = runner._run_built(Built(add_one, module), job, reference)  # type: ignore[arg-type]
+    if outcome == "right":
+        assert reply.get("error_kind") is None, reply
+        assert reply["seconds"] == pytest.approx(0.002)  # FakeDriver's events: 2 ms a run
+        assert len(fake_driver.launches) >= 6  # the checked run and five timed samples
+    else:
+        assert reply["error_kind"] == "wrong" and len(fake_driver.launches) == 1
+    assert copies == [256, 256]  # A and B, once each
+    assert fake_driver.memory == {}, "device memory must be freed"
