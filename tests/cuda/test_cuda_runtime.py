@@ -522,14 +522,14 @@ def test_launch_limits_read_from_the_gpu() -> None:
 
 
 @T.script
-def add_one(A: T.Buffer((64,), "float32"), B: T.Buffer((64,), "float32")):
+def increment(A: T.Buffer((64,), "float32"), B: T.Buffer((64,), "float32")):
     for i in range(64):
         with T.block("B"):
             vi = T.axis.spatial(64, i)
             B[vi] = A[vi] + 1.0
 
 
-def add_one_kernel(driver: FakeDriver, config: LaunchConfig, b: np.uint64, a: np.uint64) -> None:
+def increment_kernel(driver: FakeDriver, config: LaunchConfig, b: np.uint64, a: np.uint64) -> None:
     driver.view(int(b), np.float32)[:64] = driver.view(int(a), np.float32)[:64] + 1
 
 
@@ -544,10 +544,10 @@ def test_tuner_times_a_cuda_candidate_with_its_arguments_resident(
     from metasched.measure import runner
     from metasched.measure.builder import Built, Job
 
-    a_param, b_param = add_one.params
-    spec = KernelSpec(name="add_one_kernel", params=[b_param, a_param], grid=(1, 1, 1), block=(64, 1, 1))
-    module = CUDAModule(add_one, [spec], b"not a real cubin", "// source", Target.parse(TARGET))
-    fake_driver.kernels["add_one_kernel"] = add_one_kernel
+    a_param, b_param = increment.params
+    spec = KernelSpec(name="increment_kernel", params=[b_param, a_param], grid=(1, 1, 1), block=(64, 1, 1))
+    module = CUDAModule(increment, [spec], b"not a real cubin", "// source", Target.parse(TARGET))
+    fake_driver.kernels["increment_kernel"] = increment_kernel
     copies: list[int] = []
     to_device = fake_driver.to_device
     monkeypatch.setattr(
@@ -560,7 +560,7 @@ def test_tuner_times_a_cuda_candidate_with_its_arguments_resident(
     want = a + 1 if outcome == "right" else a + 2
     reference = types.SimpleNamespace(outputs=[want], nan_outputs=True)
     job = Job(program=b"", target=TARGET, reference_key=None, reference=None, num_threads=None, repeat=5)
-    reply = runner._run_built(Built(add_one, module), job, reference)  # type: ignore[arg-type]
+    reply = runner._run_built(Built(increment, module), job, reference)  # type: ignore[arg-type]
     if outcome == "right":
         assert reply.get("error_kind") is None, reply
         assert reply["seconds"] == pytest.approx(0.002)  # FakeDriver's events: 2 ms a run
