@@ -9,7 +9,8 @@ numpy in float32 (float16 products are exact in float32, so only the summation o
 errors sit near 1e-6; a wrong fragment layout or a race gives 1e-1 and up), the kernel time, the
 features its source uses (WMMA or mma.sync, ldmatrix, cp.async), its launch, and what the cubin
 says offline (``tir.codegen.cuda_report``: registers, spilled bytes, shared memory, blocks per
-multiprocessor and the SASS mix; ``--compile-only`` gives these without a GPU).
+multiprocessor and the SASS mix; ``tir.analysis.bank_conflicts``: the shared-memory accesses
+that conflict; ``--compile-only`` gives these without a GPU).
 
 Candidates run in a child process: a kernel that faults (an illegal address poisons the CUDA
 context) or hangs ends only that child; the parent records it and goes on with the next seed.
@@ -157,6 +158,7 @@ def check_one(workload: str, seed: int, target: str, out_dir: Path, compile_only
         record["resources"] = [r.as_dict() for r in kernel_reports(module)]
     except Exception as error:  # noqa: BLE001 - a missing cuobjdump costs the report, not the check
         record["resources_error"] = str(error).splitlines()[0][:200]
+    record["bank_conflicts"] = shared_conflicts(sch.func, target)
     if compile_only:
         record["status"] = "built"
         return record
@@ -193,6 +195,21 @@ def check_one(workload: str, seed: int, target: str, out_dir: Path, compile_only
     macs = int(np.prod(args[2].shape)) * (args[0].shape[-1] if workload.startswith("gemm") else 9 * 64)
     record.update(status="ok", ms=round(seconds * 1e3, 4), tflops=round(2 * macs / seconds / 1e12, 2))
     return record
+
+
+def shared_conflicts(func: tir.PrimFunc, target: str) -> dict[str, Any]:
+    """Static bank conflicts of the lowered kernels (``tir.analysis.bank_conflicts``): the extra
+    wavefronts of one execution of every shared-memory access, and the conflicting accesses."""
+    from tir.analysis.bank_conflicts import bank_conflicts
+    from tir.transform import lower
+
+    accesses = [a for f in lower(func, target).functions.values() if f.attrs.get("kernel") for a in bank_conflicts(f)]
+    worst = sorted({(a.buffer, a.kind, a.wavefronts // a.phases) for a in accesses if a.conflicts}, key=lambda w: -w[2])
+    return {
+        "accesses": len(accesses),
+        "extra_wavefronts": sum(a.conflicts for a in accesses),
+        "conflicting": [f"{buffer} {kind} {ways}-way" for buffer, kind, ways in worst],
+    }
 
 
 def _keep(out_dir: Path, record: dict[str, Any], sch: Any, source: str | None) -> None:
@@ -267,7 +284,7 @@ def parent(args: argparse.Namespace) -> None:
     summary: dict[str, Any] = {"target": args.target, "seconds": round(time.perf_counter() - started, 1)}
     print(
         f"{'workload':9} {'seed':>4} {'status':9} {'features':28} {'rel_error':>10} {'ms':>9} {'TFLOP/s':>8}"
-        f" {'regs':>4} {'spill':>5} {'smem':>6} {'occ':>3}  detail"
+        f" {'regs':>4} {'spill':>5} {'smem':>6} {'occ':>3} {'bank':>4}  detail"
     )
     for r in records:
         used = (r.get("resources") or [{}])[0]
@@ -275,7 +292,8 @@ def parent(args: argparse.Namespace) -> None:
             f"{r['workload']:9} {r['seed']:4d} {r['status']:9} {r.get('features', ''):28} "
             f"{r.get('rel_error', float('nan')):10.2e} {r.get('ms', float('nan')):9.3f} {r.get('tflops', float('nan')):8.2f}"
             f" {used.get('registers', ''):>4} {used.get('spill_bytes', ''):>5} {used.get('shared_bytes', ''):>6}"
-            f" {used.get('blocks_per_sm', ''):>3}  {r.get('detail', '')[:100]}"
+            f" {used.get('blocks_per_sm', ''):>3} {r.get('bank_conflicts', {}).get('extra_wavefronts', ''):>4}"
+            f"  {r.get('detail', '')[:100]}"
         )
     for workload in args.workloads.split(","):
         mine = [r for r in records if r["workload"] == workload]
@@ -285,9 +303,11 @@ def parent(args: argparse.Namespace) -> None:
         ok = [r for r in mine if r["status"] == "ok"]
         best = min(ok, key=lambda r: r["ms"]) if ok else None
         spilling = [r["seed"] for r in mine if any(k["spill_bytes"] for k in r.get("resources", []))]
+        conflicting = [r["seed"] for r in mine if r.get("bank_conflicts", {}).get("extra_wavefronts")]
         summary[workload] = {
             "counts": counts,
             "spilling_seeds": spilling,
+            "bank_conflict_seeds": conflicting,
             "best_ms": best and best["ms"],
             "best_seed": best and best["seed"],
             "best_tflops": best and best["tflops"],

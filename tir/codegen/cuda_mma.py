@@ -26,7 +26,7 @@ from tir.ir import Buffer, BufferLoad, Call, IntImm
 if TYPE_CHECKING:
     from tir.codegen.cuda import CudaFunctionCodegen
 
-__all__ = ["LANE_HELPER", "fragment_declaration", "print_call"]
+__all__ = ["LANE_HELPER", "fragment_declaration", "ldmatrix_lane_offsets", "mma_store_lane_offsets", "print_call"]
 
 #: Device helper the mma ops use (printed once in the source prelude).
 LANE_HELPER = """\
@@ -58,6 +58,21 @@ def _regs(tile: str, count: int, constraint: str) -> list[str]:
     return [f'"{constraint}"({tile}[{i}])' for i in range(count)]
 
 
+def ldmatrix_lane_offsets(trans: bool) -> list[tuple[int, int]]:
+    """(row, column) of the tile element each lane's ``ldmatrix`` address points at, as
+    ``print_call`` prints it: ``.x4`` lanes 0-31 row ``l % 16``, column ``(l / 16) * 8``;
+    ``.x2.trans`` lanes 0-15 row ``l`` (the hardware reads no further addresses)."""
+    if trans:
+        return [(lane, 0) for lane in range(16)]
+    return [(lane % 16, (lane // 16) * 8) for lane in range(32)]
+
+
+def mma_store_lane_offsets() -> list[tuple[int, int]]:
+    """(row, column) of each lane's first float in ``ptx_mma_store`` (``print_call``): row
+    ``l / 4``, column ``2 * (l % 4)``; the lane's other three are at +1, +8 rows and both."""
+    return [(lane // 4, 2 * (lane % 4)) for lane in range(32)]
+
+
 def print_call(gen: CudaFunctionCodegen, call: Call) -> str:
     """The statement text of one ``ptx_*`` tile op."""
     op, args = call.op, call.args
@@ -69,7 +84,7 @@ def print_call(gen: CudaFunctionCodegen, call: Call) -> str:
         stride = gen.expr(args[2])
         trans = isinstance(args[3], IntImm) and args[3].value != 0
         base = gen.pointer(src)
-        if trans:
+        if trans:  # lane addresses: ldmatrix_lane_offsets (keep the two in step)
             address = f"({base}) + (tir_lane_id() % 16) * ({stride})"
             asm = '"ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16 {%0, %1}, [%2];\\n"'
             outs = ", ".join(_regs(frag, 2, "=r"))
@@ -99,7 +114,7 @@ def print_call(gen: CudaFunctionCodegen, call: Call) -> str:
         frag = gen.tile(args[1])
         stride = gen.expr(args[2])
         base = gen.pointer(dst)
-        return (
+        return (  # lane addresses: mma_store_lane_offsets (keep the two in step)
             "{ "
             f"unsigned tir_g = tir_lane_id() / 4, tir_t = tir_lane_id() % 4; "
             f"float* tir_p = ({base}) + tir_g * ({stride}) + 2 * tir_t; "
