@@ -353,8 +353,9 @@ def _run_built(built: Any, job: Job, reference: Reference | None) -> dict[str, A
         # Timed like the repeats below (the arguments checked outside the clock), so that the
         # first run compares with them.
         first, first_quiet = timed_run(1)
-        for position in outputs if resident else ():
-            resident[position].copy_to(arrays[position])  # the check reads the outputs on the host
+        if resident is not None:
+            for position in outputs:
+                resident[position].copy_to(arrays[position])  # the check reads the outputs on the host
         if reference is not None:
             if len(reference.outputs) != len(outputs):
                 return {"error_kind": "wrong", "error_msg": "writes other parameters than the unscheduled program"}
