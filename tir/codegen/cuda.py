@@ -188,7 +188,19 @@ class _Namer:
 #: The kernel's one dynamic shared-memory array (``plan_dynamic_shared_memory``).
 DYNAMIC_SHARED = "tir_dynamic_shared"
 
-_RESERVED = {DYNAMIC_SHARED, "threadIdx", "blockIdx", "blockDim", "gridDim", "half", "float", "int", "double", "signed", "unsigned"}
+_RESERVED = {
+    DYNAMIC_SHARED,
+    "threadIdx",
+    "blockIdx",
+    "blockDim",
+    "gridDim",
+    "half",
+    "float",
+    "int",
+    "double",
+    "signed",
+    "unsigned",
+}
 
 
 class CudaFunctionCodegen:
@@ -360,11 +372,11 @@ class CudaFunctionCodegen:
         name = self.namer.name(buffer, buffer.name)
         scope = buffer.scope
         if scope in _WMMA_KINDS:
-            self.line(f"{self.wmma_fragment_type(buffer)} {name}[{self.tile_count(buffer)}];")
+            declaration = f"{self.wmma_fragment_type(buffer)} {name}[{self.tile_count(buffer)}];"
         elif scope.startswith("m16n8k16."):
             from tir.codegen.cuda_mma import fragment_declaration
 
-            self.line(fragment_declaration(buffer, name, self.tile_count(buffer)))
+            declaration = fragment_declaration(buffer, name, self.tile_count(buffer))
         else:
             size = _const_size(buffer)
             if size is None:
@@ -375,18 +387,17 @@ class CudaFunctionCodegen:
             ctype = cuda_type(buffer.dtype)
             if scope in ("shared", "shared.dyn") and id(buffer) in self.dynamic_shared:
                 offset = self.dynamic_shared[id(buffer)]
-                self.line(f"{ctype}* {name} = ({ctype}*)({DYNAMIC_SHARED} + {offset});")
+                declaration = f"{ctype}* {name} = ({ctype}*)({DYNAMIC_SHARED} + {offset});"
             elif scope in ("shared", "shared.dyn"):
-                align = f"__align__({max(buffer.align, 16)}) "
-                self.line(f"__shared__ {align}{ctype} {name}[{size}];")
+                declaration = f"__shared__ __align__({max(buffer.align, 16)}) {ctype} {name}[{size}];"
             elif scope == "local":
-                self.line(f"{ctype} {name}[{size}];")
+                declaration = f"{ctype} {name}[{size}];"
             else:
                 raise CodegenError(
                     f"cuda: function {self.func.name}: buffer {buffer.name} of scope {scope!r} is allocated in a "
                     "kernel; only shared, local and fragment buffers can be (stage global data with cache_read)"
                 )
-        self.stmt(stmt.body)
+        self.declare(name, declaration, stmt.body)
 
     def _stmt_BufferStore(self, stmt: BufferStore) -> None:
         self.line(f"{self.access(stmt.buffer, stmt.indices)} = {self.typed(stmt.value, stmt.buffer.dtype)};")

@@ -22,8 +22,9 @@ After: the module holds ``add`` (host) and ``add_kernel0`` (device)::
 Device function attrs: ``"kernel": True``, ``"grid"`` / ``"block"`` (x, y, z extents: the
 largest extent of the loops bound to each tag; 1 for an unused tag), ``"thread_extents"``
 (tag -> extent), ``"shared_bytes"`` (dynamic shared memory: 0 here, set by
-``plan_dynamic_shared_memory`` for kernels that need more than static memory holds), ``"host"`` (the host function's name). Kernel parameters are the host buffers the
-kernel touches, in the host's parameter order, then the scalar parameters it uses.
+``plan_dynamic_shared_memory`` for kernels that need more than static memory holds),
+``"host"`` (the host function's name). Kernel parameters are the host buffers the kernel
+touches, in the host's parameter order, then the scalar parameters it uses.
 
 Limits (refused with a ``LoweringError`` that says so): the host function may hold only
 kernels, in sequence (no host-side loop, store, branch or global allocation around them);
