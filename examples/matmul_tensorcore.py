@@ -153,8 +153,8 @@ def schedule_matmul(func: tir.PrimFunc, pipelined: bool = True, tiling: Tiling =
     sch.tensorize(ii, I.MMA_SYNC_F16F16F32 if t.mma else I.WMMA_SYNC_F16F16F32)
     sch.tensorize(sch.get_loops(init)[-2], I.MMA_FILL_F32 if t.mma else I.WMMA_FILL_F32)
 
-    if pipelined:
-        # Copy k tile ko + 1 (stage 0: A, B) while tile ko is multiplied (stage 1).
+    if pipelined and t.stages > 1:
+        # Copy k tiles up to ko + stages - 1 (stage 0: A, B) while tile ko is multiplied.
         sch.annotate(ko, "software_pipeline_stage", [0, 0, t.stages - 1])
         sch.annotate(ko, "software_pipeline_order", [0, 1, 2])
         if t.fragment_pipeline:

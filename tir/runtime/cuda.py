@@ -243,8 +243,8 @@ class DeviceArray:
 class DeviceBuffer:
     """A copy of a numpy array in GPU memory that this object owns: a device array (it has
     ``__cuda_array_interface__``) which any ``CUDAModule`` call or ``time`` takes as it is, with
-    no copy in or out. The tuner keeps a candidate's arguments so while it times it (a 4096^3
-    GEMM's 192 MB would otherwise cross the bus on every timed run).
+    no copy in or out. The tuner keeps a candidate's arguments on the GPU this way while it
+    times it (a 4096^3 GEMM's 192 MB would otherwise cross the bus on every timed run).
 
         x = DeviceBuffer(a)          # allocated and copied to the GPU once
         m(x, y, z); m.time(x, y, z)  # no copies
