@@ -31,19 +31,34 @@ from _harness import report
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import cuda_space_check  # noqa: E402 - the workloads and their references
 
+#: Each timed sample (ours and the peer's) spans at least this long: back-to-back calls between
+#: two events, so that a 40 us kernel's launch gaps and the clock's ramp weigh alike on both
+#: sides (one call per sample timed cuDNN's conv at 0.031 to 0.063 ms in three runs of a day).
+SAMPLE_SECONDS = 2e-3
+
+
+def _calls_per_sample(seconds: float) -> int:
+    return max(1, min(1000, int(np.ceil(SAMPLE_SECONDS / max(seconds, 1e-9)))))
+
 
 def _torch_seconds(torch: Any, run: Any) -> float:
     for _ in range(3):
         run()
     torch.cuda.synchronize()
     start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    run()
+    end.record()
+    torch.cuda.synchronize()
+    number = _calls_per_sample(start.elapsed_time(end) / 1000.0)
     samples = []
     for _ in range(20):
         start.record()
-        run()
+        for _ in range(number):
+            run()
         end.record()
         torch.cuda.synchronize()
-        samples.append(start.elapsed_time(end) / 1000.0)
+        samples.append(start.elapsed_time(end) / 1000.0 / number)
     return float(np.median(samples))
 
 
@@ -99,7 +114,7 @@ def tune_one(
         flops = 2.0 * 16 * 56 * 56 * 64 * 9 * 64
     module(*args)
     error = float(np.linalg.norm(args[2] - want) / np.linalg.norm(want))
-    ours = module.time(*args, repeat=20, warmup=3)
+    ours = module.time(*args, repeat=20, number=_calls_per_sample(module.time(*args, repeat=3, warmup=3)), warmup=3)
     return {
         "workload": workload,
         "trials": result.trials,
