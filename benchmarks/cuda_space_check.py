@@ -199,15 +199,16 @@ def check_one(workload: str, seed: int, target: str, out_dir: Path, compile_only
 
 def shared_conflicts(func: tir.PrimFunc, target: str) -> dict[str, Any]:
     """Static bank conflicts of the lowered kernels (``tir.analysis.bank_conflicts``): the extra
-    wavefronts of one execution of every shared-memory access, and the conflicting accesses."""
-    from tir.analysis.bank_conflicts import bank_conflicts
+    wavefronts a thread block spends on them, and the conflicting accesses."""
+    from tir.analysis.bank_conflicts import bank_conflicts, extra_wavefronts_per_block
     from tir.transform import lower
 
-    accesses = [a for f in lower(func, target).functions.values() if f.attrs.get("kernel") for a in bank_conflicts(f)]
+    kernels = [f for f in lower(func, target).functions.values() if f.attrs.get("kernel")]
+    accesses = [a for f in kernels for a in bank_conflicts(f)]
     worst = sorted({(a.buffer, a.kind, a.wavefronts // a.phases) for a in accesses if a.conflicts}, key=lambda w: -w[2])
     return {
         "accesses": len(accesses),
-        "extra_wavefronts": sum(a.conflicts for a in accesses),
+        "extra_wavefronts": sum(extra_wavefronts_per_block(f) for f in kernels),
         "conflicting": [f"{buffer} {kind} {ways}-way" for buffer, kind, ways in worst],
     }
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from test_matmul_tensorcore_example import _example
 
-from tir.analysis.bank_conflicts import bank_conflicts, wavefronts
+from tir.analysis.bank_conflicts import bank_conflicts, extra_wavefronts_per_block, wavefronts
 from tir.transform import lower
 
 
@@ -43,3 +43,14 @@ def test_copies_into_padded_rows_of_64_bytes_conflict_two_ways(monkeypatch: pyte
     copies = {a.buffer: a for a in bank_conflicts(_kernel(8, False, monkeypatch)) if a.kind == "cp.async"}
     assert copies["A_shared"].wavefronts == 2 * copies["A_shared"].phases
     assert copies["B_shared"].conflicts == 0  # rows of 128 + 16 bytes: one row per phase
+
+
+def test_conflicts_weighed_by_how_often_each_warp_runs_them(monkeypatch: pytest.MonkeyPatch) -> None:
+    """512^3, k tiles of 32: the 2-stage pipeline copies tile 0 before its loop (2 copy steps per
+    thread) and tiles 1-15 in it (15 x 2); A's copies cost 4 extra wavefronts each, 4 warps."""
+    kernel = _kernel(8, True, monkeypatch)
+    copies = [
+        (a.executions, a.conflicts) for a in bank_conflicts(kernel) if a.buffer == "A_shared" and a.kind == "cp.async"
+    ]
+    assert copies == [(2, 4), (30, 4)]
+    assert extra_wavefronts_per_block(kernel) == 4 * (2 * 4 + 30 * 4)

@@ -12,9 +12,11 @@ phase; every further one is a conflict.
 ``cp.async`` destinations, the ``mma.sync`` tile ops' per-lane addresses), evaluates its byte
 address for the 32 lanes of the first warp (the thread-index variables from the linear thread
 id, every serial loop at its first iteration, block indices 0), and returns one
-:class:`SharedAccess` per access with its phases and wavefronts. The count is per execution of
-each access, not weighted by how often its loops run: it shows *which* accesses conflict and how
-badly (a padded tile, ``storage_align``, should show none for ``ldmatrix``). Buffers are
+:class:`SharedAccess` per access with its phases and wavefronts for one execution, and
+``executions``: how often one warp runs it (the constant trip counts of the serial loops around
+it). They show *which* accesses conflict and how badly (a padded tile, ``storage_align``, should
+show none for ``ldmatrix``); ``extra_wavefronts_per_block`` weighs them into one number per
+thread block (every warp assumed to access like the first). Buffers are
 assumed to start on a 128-byte boundary; a shift of a whole buffer moves every lane's bank
 alike and changes no count. WMMA fragment loads are opaque (their lane addresses are the
 library's) and are not counted.
@@ -43,7 +45,7 @@ from tir.ir import (
 )
 from tir.ir.functor import substitute
 
-__all__ = ["SharedAccess", "bank_conflicts", "wavefronts"]
+__all__ = ["SharedAccess", "bank_conflicts", "extra_wavefronts_per_block", "wavefronts"]
 
 _SHARED = ("shared", "shared.dyn")
 _BANKS = 32
@@ -59,6 +61,7 @@ class SharedAccess:
     width: int  # bytes per lane
     phases: int
     wavefronts: int
+    executions: int = 1  # times one warp runs it: the trip counts of the serial loops around it
 
     @property
     def conflicts(self) -> int:
@@ -98,6 +101,7 @@ class _Collect(IRVisitor):
         self.envs: list[dict[Var, PrimExpr]] = [{} for _ in range(_WARP)]
         self.found: list[SharedAccess] = []
         self.vector: tuple[Var, int] | None = None  # the vectorized loop around the access
+        self.trips = 1  # product of the constant trip counts of the serial loops around
 
     # ---------------------------------------------------------------- scopes
 
@@ -109,11 +113,13 @@ class _Collect(IRVisitor):
         else:
             for env in self.envs:
                 env[node.loop_var] = self._value(node.min, env)
-        outer = self.vector
+        outer, trips = self.vector, self.trips
         if node.kind is ForKind.VECTORIZED and isinstance(node.extent, IntImm) and isinstance(node.body, BufferStore):
             self.vector = (node.loop_var, node.extent.value)
+        elif node.kind is not ForKind.THREAD_BINDING and isinstance(node.extent, IntImm):
+            self.trips *= node.extent.value
         self.visit(node.body)
-        self.vector = outer
+        self.vector, self.trips = outer, trips
         self.envs = saved
 
     def visit_LetStmt(self, node: LetStmt) -> None:
@@ -203,7 +209,7 @@ class _Collect(IRVisitor):
             lanes = len(lane_offsets)
             starts = [starts[lane] + lane_offsets[lane] * element for lane in range(lanes)]
         phases, waves = wavefronts(starts, size, lanes_per_phase)
-        self.found.append(SharedAccess(buffer.name, kind, size, phases, waves))  # type: ignore[attr-defined]
+        self.found.append(SharedAccess(buffer.name, kind, size, phases, waves, self.trips))  # type: ignore[attr-defined]
 
     def _value(self, expr: PrimExpr, env: dict[Var, PrimExpr]) -> PrimExpr:
         return simplify(substitute(expr, env)) if env else simplify(expr)
@@ -221,3 +227,16 @@ def bank_conflicts(kernel: PrimFunc) -> list[SharedAccess]:
     # blockIdx loops and anything bound outside the threads: their first value (0).
     collect.visit(kernel.body)
     return collect.found
+
+
+def extra_wavefronts_per_block(kernel: PrimFunc) -> int:
+    """The wavefronts a thread block spends on bank conflicts: every access's conflicts times the
+    times each warp runs it, times the block's warps (assuming every warp's pattern is the
+    first warp's)."""
+    extents = kernel.attrs.get("thread_extents", {})
+    threads = 1
+    for tag in ("threadIdx.x", "threadIdx.y", "threadIdx.z"):
+        extent = extents.get(tag)
+        threads *= extent.value if isinstance(extent, IntImm) else 1
+    warps = -(-threads // _WARP)
+    return warps * sum(a.conflicts * a.executions for a in bank_conflicts(kernel))
