@@ -59,8 +59,10 @@ class Tiling(NamedTuple):
     """One hand schedule's shape: a ``block_m`` x ``block_n`` tile of C per thread block, split
     over ``warps_m`` x ``warps_n`` warps; ``k_tile`` of k per shared-memory stage; WMMA
     m16n16k16 fragments, or with ``mma`` the PTX ``mma.sync`` m16n8k16 with ``ldmatrix``;
-    ``stages`` versions of the shared tiles in flight (pipelined when 2 or more), and with
-    ``fragment_pipeline`` the fragments of the next k16 step loaded while this one multiplies."""
+    ``stages`` versions of the shared tiles in flight (pipelined when 2 or more); with
+    ``fragment_pipeline`` the fragments of the next k16 step loaded while this one multiplies;
+    with ``raster`` > 1 the thread blocks run in groups of ``raster`` row tiles down each column
+    of tiles (one ``blockIdx.x``), so blocks running together share B's and A's tiles in L2."""
 
     block_m: int = BLOCK_TILE
     block_n: int = BLOCK_TILE
@@ -70,12 +72,14 @@ class Tiling(NamedTuple):
     mma: bool = False
     stages: int = 2
     fragment_pipeline: bool = False
+    raster: int = 1
 
     @property
     def name(self) -> str:
         kind = "mma" if self.mma else "wmma"
         staged = f" stages {self.stages}" if self.stages != 2 else ""
         staged += " +frag" if self.fragment_pipeline else ""
+        staged += f" raster {self.raster}" if self.raster > 1 else ""
         return f"{kind} {self.block_m}x{self.block_n}x{self.k_tile} warps {self.warps_m}x{self.warps_n}{staged}"
 
 
@@ -119,12 +123,20 @@ def schedule_matmul(func: tir.PrimFunc, pipelined: bool = True, tiling: Tiling =
     ko, ki, kk = sch.split(k, [None, t.k_tile // 16, 16])
     # The warp loops sit inside ko, so the shared-memory copies at ko use every thread.
     sch.reorder(bi, bj, ko, wi, wj, ki, ti, tj, ii, jj, kk)
-    sch.bind(bi, "blockIdx.y")
-    sch.bind(bj, "blockIdx.x")
+    if t.raster > 1:
+        # Block order: `raster` row tiles of one column of tiles, then the next column.
+        group, row = sch.split(bi, [None, t.raster])
+        sch.reorder(group, bj, row)
+        block_loop = sch.fuse(group, bj, row)
+        sch.bind(block_loop, "blockIdx.x")
+    else:
+        sch.bind(bi, "blockIdx.y")
+        sch.bind(bj, "blockIdx.x")
+        block_loop = bj
     sch.bind(wi, "threadIdx.z")
     sch.bind(wj, "threadIdx.y")
 
-    sch.reverse_compute_at(c_frag, bj)
+    sch.reverse_compute_at(c_frag, block_loop)
     ci, cj = sch.get_loops(c_frag)[-2:]
     cwi, ci0, ci1 = sch.split(ci, [t.warps_m, None, 16])
     cwj, cj0, cj1 = sch.split(cj, [t.warps_n, None, n_tile])

@@ -69,3 +69,19 @@ def test_example_kernel_runs_on_the_gpu() -> None:
     args[2][:] = np.nan
     module(*args)
     np.testing.assert_allclose(args[2], example.reference(*args)["C"], atol=example.ATOL * 4, rtol=1e-3)
+
+
+@pytest.mark.parametrize(
+    "fields",
+    [{"raster": 2}, {"mma": True, "stages": 3, "raster": 2}, {"mma": True, "stages": 4, "fragment_pipeline": True}],
+    ids=["wmma-raster", "mma-3-stages-raster", "mma-4-stages-fragments"],
+)
+def test_tilings_compute_the_matmul_in_the_interpreter(fields: dict[str, object]) -> None:
+    """The benchmark's tiling knobs change the schedule, never the result (128^3, interpreted)."""
+    import numpy as np
+
+    example = _example()
+    func = example.schedule_matmul(example.make_matmul(128), tiling=example.Tiling(**fields)).func
+    args = example.make_args(np.random.default_rng(5), 128)
+    tir.interpret(func, *args)
+    np.testing.assert_allclose(args[2], example.reference(*args)["C"], atol=example.ATOL, rtol=1e-5)
