@@ -18,6 +18,7 @@ from metasched.space.postproc.rewrite_cooperative_fetch import COOPERATIVE_FETCH
 from metasched.space.postproc.rewrite_tensor_core import TENSOR_CORE
 from metasched.space.rules import default_rules
 from metasched.space.rules.multi_level_tiling_tensor_core import MultiLevelTilingTensorCore, default_groups
+from tir.codegen.cuda_report import kernel_reports
 from tir.schedule import Schedule
 from tir.target import Target
 
@@ -232,6 +233,28 @@ def test_compiled_candidates_have_hmma(workload: str, target: str, nvcc: str, sa
         assert "HMMA" in sass
         if "software_pipeline_stage" in sch.func.script():
             assert "LDGSTS" in sass  # the pipelined copies are cp.async
+        assert all(report.spill_bytes == 0 for report in kernel_reports(module))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("workload", ["gemm4096", "conv2d_nhwc"])
+def test_default_schedule_compiles_without_spills_or_fragment_load_conflicts(
+    workload: str, nvcc: str, sass_tool: str
+) -> None:
+    """The tiles the default picks (zero trials) on sm_90: HMMA in the SASS, no register spills,
+    and the fragment loads from shared memory (ldmatrix) free of bank conflicts."""
+    from metasched.space.default import default_schedule
+    from tir.analysis.bank_conflicts import bank_conflicts
+    from tir.transform import lower
+
+    func = make_gemm(4096) if workload == "gemm4096" else make_conv2d_nhwc()
+    scheduled = default_schedule(func, SM90)
+    module = tir.build(scheduled, SM90)
+    assert "HMMA" in module.get_source("sass")  # type: ignore[attr-defined]
+    assert [report.spill_bytes for report in kernel_reports(module)] == [0]
+    kernels = [f for f in lower(scheduled, SM90).functions.values() if f.attrs.get("kernel")]
+    loads = [a for f in kernels for a in bank_conflicts(f) if a.kind == "ldmatrix"]
+    assert all(a.conflicts == 0 for a in loads), loads
 
 
 def test_tune_without_a_gpu_fails_at_once_with_one_line() -> None:
