@@ -2,11 +2,12 @@
 
 The kernels are examples/matmul_tensorcore.py's schedule under each tiling of ``TILINGS`` (WMMA
 and mma.sync + ldmatrix; block tiles 64 x 128 to 256 x 128, 4 or 8 warps; cp.async pipelines of
-2 to 4 stages, fragment double-buffering, blocks rasterized in groups of 8 row tiles), built for
-the GPU's own architecture. Each is checked against numpy (output poisoned with NaN first) and
-timed with CUDA events around the kernel only; cuBLAS runs through torch (``torch.matmul`` on
-CUDA float16 tensors, float16 output) in the same run. Without a GPU (or without torch) it says
-why and ends with ``{"ratio_vs_cublas": null, "device": null, "reason": ...}``, exiting 0.
+2 to 4 stages, fragment double-buffering, blocks rasterized in groups of 8 row tiles, copies
+interleaved across rows), built for the GPU's own architecture. Each is checked against numpy
+(output poisoned with NaN first) and timed with CUDA events around the kernel only; cuBLAS runs
+through torch (``torch.matmul`` on CUDA float16 tensors, float16 output) in the same run.
+Without a GPU (or without torch) it says why and ends with ``{"ratio_vs_cublas": null, "device":
+null, "reason": ...}``, exiting 0.
 
 Run: python benchmarks/matmul_cuda.py       (prints a table, then one JSON line)
 """
@@ -45,6 +46,9 @@ TILINGS = [
     T(256, 128, 4, 2, 32, True, 3),
     T(128, 128, 2, 4, 32, True, 3),
     T(64, 128, 2, 2, 32, True, 3),
+    T(128, 128, 2, 2, 32, False, 2, interleave=True),
+    T(128, 128, 2, 2, 32, False, 4, raster=8, interleave=True),
+    T(128, 128, 2, 2, 32, True, 4, raster=8, interleave=True),
     T(128, 128, 2, 2, 32, False, 2, raster=8),
     T(128, 128, 2, 2, 32, False, 4, raster=8),
     T(128, 128, 2, 2, 32, True, 4, raster=8),

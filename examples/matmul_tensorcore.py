@@ -62,7 +62,9 @@ class Tiling(NamedTuple):
     ``stages`` versions of the shared tiles in flight (pipelined when 2 or more); with
     ``fragment_pipeline`` the fragments of the next k16 step loaded while this one multiplies;
     with ``raster`` > 1 the thread blocks run in groups of ``raster`` row tiles down each column
-    of tiles (one ``blockIdx.x``), so blocks running together share B's and A's tiles in L2."""
+    of tiles (one ``blockIdx.x``), so blocks running together share B's and A's tiles in L2;
+    with ``interleave`` the copies into shared rows shorter than 128 bytes walk down the rows
+    first (``_cooperative_fetch``)."""
 
     block_m: int = BLOCK_TILE
     block_n: int = BLOCK_TILE
@@ -73,6 +75,7 @@ class Tiling(NamedTuple):
     stages: int = 2
     fragment_pipeline: bool = False
     raster: int = 1
+    interleave: bool = False
 
     @property
     def name(self) -> str:
@@ -80,6 +83,7 @@ class Tiling(NamedTuple):
         staged = f" stages {self.stages}" if self.stages != 2 else ""
         staged += " +frag" if self.fragment_pipeline else ""
         staged += f" raster {self.raster}" if self.raster > 1 else ""
+        staged += " interleaved" if self.interleave else ""
         return f"{kind} {self.block_m}x{self.block_n}x{self.k_tile} warps {self.warps_m}x{self.warps_n}{staged}"
 
 
@@ -88,10 +92,19 @@ DEFAULT_TILING = Tiling()
 
 
 def _cooperative_fetch(sch: Schedule, block: object, tiling: Tiling) -> None:
-    """Spread a shared-memory copy over all the block's threads, 8 elements (16 bytes) per copy."""
-    loops = sch.get_loops(block)
-    fused = sch.fuse(*loops[-2:])
-    _, tz, ty, tx, vec = sch.split(fused, [None, tiling.warps_m, tiling.warps_n, 32, VECTOR])
+    """Spread a shared-memory copy over all the block's threads, 8 elements (16 bytes) per copy;
+    with ``tiling.interleave`` and rows of fewer than 8 such vectors, lanes take one vector of 8
+    rows before the next vector (the 8 stores of a phase then fall in 8 bank groups of the
+    padded rows, where two rows a phase conflict 2-way)."""
+    rows, cols = sch.get_loops(block)[-2:]
+    extent = sch.get(cols).extent.value  # type: ignore[union-attr]
+    if tiling.interleave and extent // VECTOR < 8:
+        row_groups, row = sch.split(rows, [None, 8])
+        column, vec = sch.split(cols, [None, VECTOR])
+        sch.reorder(row_groups, column, row, vec)
+        _, tz, ty, tx = sch.split(sch.fuse(row_groups, column, row), [None, tiling.warps_m, tiling.warps_n, 32])
+    else:
+        _, tz, ty, tx, vec = sch.split(sch.fuse(rows, cols), [None, tiling.warps_m, tiling.warps_n, 32, VECTOR])
     sch.bind(tz, "threadIdx.z")
     sch.bind(ty, "threadIdx.y")
     sch.bind(tx, "threadIdx.x")

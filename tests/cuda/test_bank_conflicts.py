@@ -54,3 +54,13 @@ def test_conflicts_weighed_by_how_often_each_warp_runs_them(monkeypatch: pytest.
     ]
     assert copies == [(2, 4), (30, 4)]
     assert extra_wavefronts_per_block(kernel) == 4 * (2 * 4 + 30 * 4)
+
+
+def test_interleaved_copies_are_conflict_free(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Lanes taking 8 rows of one 16-byte column (Tiling.interleave) put a phase's 8 stores into
+    the padded rows' 8 bank groups: no conflict left in the kernel, for WMMA and mma.sync."""
+    example = _example()
+    for mma in (False, True):
+        func = example.schedule_matmul(example.make_matmul(512), tiling=example.Tiling(mma=mma, interleave=True)).func
+        (kernel,) = [f for f in lower(func, "cuda -arch=sm_80").functions.values() if f.attrs.get("kernel")]
+        assert extra_wavefronts_per_block(kernel) == 0, bank_conflicts(kernel)

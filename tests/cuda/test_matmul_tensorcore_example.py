@@ -73,8 +73,13 @@ def test_example_kernel_runs_on_the_gpu() -> None:
 
 @pytest.mark.parametrize(
     "fields",
-    [{"raster": 2}, {"mma": True, "stages": 3, "raster": 2}, {"mma": True, "stages": 4, "fragment_pipeline": True}],
-    ids=["wmma-raster", "mma-3-stages-raster", "mma-4-stages-fragments"],
+    [
+        {"raster": 2},
+        {"mma": True, "stages": 3, "raster": 2},
+        {"mma": True, "stages": 4, "fragment_pipeline": True},
+        {"mma": True, "interleave": True},
+    ],
+    ids=["wmma-raster", "mma-3-stages-raster", "mma-4-stages-fragments", "mma-interleaved"],
 )
 def test_tilings_compute_the_matmul_in_the_interpreter(fields: dict[str, object]) -> None:
     """The benchmark's tiling knobs change the schedule, never the result (128^3, interpreted)."""

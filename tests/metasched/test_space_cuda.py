@@ -218,6 +218,25 @@ def test_extents_off_the_intrinsic_grid_are_refused_with_a_reason() -> None:
     assert "no CUDA rule scheduled it" in next(iter(rejected))
 
 
+def test_sampled_copies_into_shared_memory_are_conflict_free() -> None:
+    """The padded operand tiles' 16-byte copies walk 8 rows per column (cooperative_fetch_rows)
+    and the conv's staged accumulator rows are padded: the static count finds no conflict
+    left in them but the accumulator stores' unavoidable 2 ways."""
+    from tir.analysis.bank_conflicts import bank_conflicts
+    from tir.transform import lower
+
+    for func in (make_gemm(512), make_conv2d_nhwc()):
+        good, rejected = _sample(func, SM80, 6)
+        assert len(good) == 6, rejected
+        for sch in good:
+            kernels = [f for f in lower(sch.func, SM80).functions.values() if f.attrs.get("kernel")]
+            for access in (a for f in kernels for a in bank_conflicts(f)):
+                if access.kind == "mma store":
+                    assert access.wavefronts <= 2 * access.phases, access
+                elif access.width == 16 or access.kind == "ldmatrix":
+                    assert access.conflicts == 0, (access, sch.trace.as_python())
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize(
     ("workload", "target"),

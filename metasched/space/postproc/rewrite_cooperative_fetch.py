@@ -34,10 +34,22 @@ from tir.analysis.tree import TreeIndex
 from tir.ir import For, IntImm, post_order_visit
 from tir.schedule import Schedule
 
-__all__ = ["COOPERATIVE_FETCH", "RewriteCooperativeFetch", "copy_loops", "kernel_thread_extent"]
+__all__ = [
+    "COOPERATIVE_FETCH",
+    "COOPERATIVE_FETCH_ROWS",
+    "RewriteCooperativeFetch",
+    "copy_loops",
+    "kernel_thread_extent",
+]
 
 #: The annotation the rule leaves on a copy block: the widest vector (elements) it may use.
 COOPERATIVE_FETCH = "meta_schedule.cooperative_fetch"
+#: With it, ``r``: consecutive lanes take the same vector of ``r`` consecutive rows before the
+#: next vector (rows shorter than the 128 bytes a phase of 16-byte accesses covers). Into rows
+#: padded to an odd number of 16-byte units, the 8 lanes of a phase then hit 8 different bank
+#: groups, where walking along the rows put two rows in a phase, 2-way conflicting; a warp still
+#: covers the same rows and bytes of global memory.
+COOPERATIVE_FETCH_ROWS = "meta_schedule.cooperative_fetch_rows"
 WARP_SIZE = 32
 
 
@@ -88,11 +100,32 @@ class RewriteCooperativeFetch(Postproc):
             vector = next((v for v in (widest, 8, 4, 2, 1) if v <= widest and total % (threads * v) == 0), 1)
             block = sch.get_block(name)
             handles = sch.get_loops(block)[len(nest) - len(own) :]
-            fused = sch.fuse(*handles) if len(handles) > 1 else handles[0]
-            factors: list[int | None] = [None, warps, WARP_SIZE] + ([vector] if vector > 1 else [])
-            parts = sch.split(fused, factors)
+            rows = int(realize.block.annotations.get(COOPERATIVE_FETCH_ROWS, 0))
+            if rows > 1 and _interleavable(own, vector, rows):
+                # [..., rows, cols] -> [..., row groups, vectors, rows of a group] + the vector.
+                row_groups, row = sch.split(handles[-2], [None, rows])
+                column, lanes = sch.split(handles[-1], [None, vector])
+                sch.reorder(row_groups, column, row, lanes)
+                fused = sch.fuse(*handles[:-2], row_groups, column, row)
+                parts = [*sch.split(fused, [None, warps, WARP_SIZE]), lanes]
+            else:
+                fused = sch.fuse(*handles) if len(handles) > 1 else handles[0]
+                factors: list[int | None] = [None, warps, WARP_SIZE] + ([vector] if vector > 1 else [])
+                parts = sch.split(fused, factors)
             sch.bind(parts[1], "threadIdx.y")
             sch.bind(parts[2], "threadIdx.x")
             if vector > 1:
                 sch.vectorize(parts[3])
             sch.unannotate(sch.get_block(name), COOPERATIVE_FETCH)
+            if rows:
+                sch.unannotate(sch.get_block(name), COOPERATIVE_FETCH_ROWS)
+
+
+def _interleavable(own: list[For], vector: int, rows: int) -> bool:
+    """Whether a copy nest's last two loops (rows, columns) split into ``rows`` rows and vectors
+    of ``vector``, with fewer than 8 vectors to a row (else a phase stays within one row)."""
+    if len(own) < 2 or vector < 2:
+        return False
+    row_extent = cast(IntImm, own[-2].extent).value
+    column_extent = cast(IntImm, own[-1].extent).value
+    return row_extent % rows == 0 and column_extent % vector == 0 and column_extent // vector < 8

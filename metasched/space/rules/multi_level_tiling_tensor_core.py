@@ -30,7 +30,10 @@ hand schedule of examples/matmul_tensorcore.py with its constants sampled.
 4. the shared copies sit at ``ko``, their rows padded against bank conflicts
    (``storage_align``: rows of 32k + 8 halves) and annotated ``meta_schedule.cooperative_fetch``
    (``RewriteCooperativeFetch`` spreads them over the thread block, vectorized up to 16 bytes,
-   once the warp count is known); the fragment loads sit at ``ki`` and the accumulator tiles
+   once the warp count is known) with ``cooperative_fetch_rows`` 8: lanes take one 16-byte
+   column of 8 rows before the next column, so with the padding neither the copies nor the
+   ``ldmatrix`` loads conflict (``tir.analysis.bank_conflicts``); a staged accumulator tile
+   has rows of 32k + 4 floats and is copied out the same way; the fragment loads sit at ``ki`` and the accumulator tiles
    are stored back per warp at ``bn``, all tensorized here;
 5. the update annotated ``meta_schedule.tensor_core`` (``RewriteTensorCore`` decomposes the
    reduction at ``ko`` and tensorizes the fill and the update: the init's loop nest depends on
@@ -52,7 +55,7 @@ from typing import cast
 
 import tir.intrin.cuda as I
 from metasched.space.analysis import TILED
-from metasched.space.postproc.rewrite_cooperative_fetch import COOPERATIVE_FETCH
+from metasched.space.postproc.rewrite_cooperative_fetch import COOPERATIVE_FETCH, COOPERATIVE_FETCH_ROWS
 from metasched.space.postproc.rewrite_tensor_core import TENSOR_CORE
 from metasched.space.rules import SketchRule, try_on_copy
 from metasched.space.rules.multi_level_tiling_intrin import pack_in_layout_order
@@ -68,6 +71,8 @@ __all__ = ["GROUPS", "MultiLevelTilingTensorCore", "TensorCoreGroup", "default_g
 #: storage_align of the shared tiles: rows padded to 32k + 8 halves (off the 128-byte period).
 ALIGN_FACTOR = 32
 ALIGN_OFFSET = 8
+#: The same for a float32 accumulator tile staged in shared memory: rows of 32k + 4 floats.
+C_ALIGN_OFFSET = 4
 
 
 @dataclass(frozen=True)
@@ -229,6 +234,10 @@ class MultiLevelTilingTensorCore(SketchRule):
         c_shared = None
         if out_copy is not None:
             c_shared = sch.cache_write(c_frag, 0, "shared")
+            # Rows of 32k + 4 floats: a warp's accumulator stores (lane l at row l / 4, column
+            # 2 * (l % 4)) fall 2-way on the banks instead of 4- to 8-way (rows of 32k floats);
+            # the copy-out then reads 8 rows of one 16-byte column per phase (conflict-free).
+            sch.storage_align(c_frag, 0, axis=0, factor=ALIGN_FACTOR, offset=C_ALIGN_OFFSET)
             _iterate_as_read(sch, out_copy)
             sch.reverse_compute_inline(sch.get_block(out_copy))
         m16, m_in = sch.split(m, [None, 16])
@@ -256,6 +265,7 @@ class MultiLevelTilingTensorCore(SketchRule):
             # c_shared copies the shared tile out, to the tensor itself since the inlining.
             sch.reverse_compute_at(c_shared, bn)
             sch.annotate(c_shared, COOPERATIVE_FETCH, 4)
+            sch.annotate(c_shared, COOPERATIVE_FETCH_ROWS, 8)
 
         sch.compute_at(a_frag, ki)
         sch.compute_at(b_frag, ki)
@@ -264,6 +274,9 @@ class MultiLevelTilingTensorCore(SketchRule):
         for cached in (a_shared, b_shared):
             sch.storage_align(cached, 0, axis=0, factor=ALIGN_FACTOR, offset=ALIGN_OFFSET)
             sch.annotate(cached, COOPERATIVE_FETCH, 8)  # 8 halves: 16 bytes, one cp.async
+            # Lanes take 8 rows of one 16-byte column before the next: the padded rows (an odd
+            # number of 16-byte units) then put a phase's 8 stores in 8 bank groups.
+            sch.annotate(cached, COOPERATIVE_FETCH_ROWS, 8)
         ai = sch.get_loops(a_frag)[-2]
         _, ai1 = sch.split(ai, [None, 16])
         sch.tensorize(ai1, group.load_a)
