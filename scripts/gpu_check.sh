@@ -13,7 +13,8 @@
 # A cubin cache in .gpucache/tir (nvcc's outputs, keyed by source; fill it on a CPU machine
 # with the same nvcc by running the stages there) saves the compile time on the GPU machine.
 # Each stage's output goes to $OUT/<stage>.log (OUT defaults to ./gpu_check_out); the end of
-# each log is printed.
+# each log is printed, and $OUT/summary.json holds each stage's exit status, seconds and result
+# (the last JSON line of its log).
 set -u
 OUT=${OUT:-$PWD/gpu_check_out}
 mkdir -p "$OUT"
@@ -36,7 +37,9 @@ stage() {  # stage NAME SECONDS COMMAND...: run when NAME is asked for, log to $
     local rc=$?
     tail -n "${TAIL:-12}" "$OUT/$name.log"
     echo "== $name: exit $rc after $((SECONDS - start)) s"
+    RESULTS="$RESULTS $name:$rc:$((SECONDS - start))"
 }
+RESULTS=""
 
 env_report() {
     nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.max.sm --format=csv
@@ -59,3 +62,20 @@ stage tune 200 python3 benchmarks/tune_cuda.py --trials "${TRIALS:-64}" --second
 if [ -d "$OUT/space" ]; then  # one file back instead of many
     tar czf "$OUT/space.tgz" -C "$OUT" space && rm -rf "$OUT/space"
 fi
+# One JSON summary: per stage its exit status, seconds and the last JSON line of its log.
+python3 - "$OUT" $RESULTS <<'PY'
+import json, pathlib, sys
+
+out, summary = pathlib.Path(sys.argv[1]), {}
+for item in sys.argv[2:]:
+    name, rc, seconds = item.split(":")
+    entry = {"exit": int(rc), "seconds": int(seconds)}
+    lines = [l for l in (out / f"{name}.log").read_text(errors="replace").splitlines() if l.startswith("{")]
+    try:
+        entry["result"] = json.loads(lines[-1]) if lines else None
+    except ValueError:
+        entry["result"] = None
+    summary[name] = entry
+(out / "summary.json").write_text(json.dumps(summary, indent=1) + "\n")
+print("== summary:", out / "summary.json")
+PY
