@@ -20,7 +20,15 @@ from pathlib import Path
 
 from tir.codegen.features import CodegenError
 
-__all__ = ["CudaCompileError", "compile_cuda", "disassemble", "find_cuobjdump", "find_nvcc", "find_nvdisasm"]
+__all__ = [
+    "CudaCompileError",
+    "compile_cuda",
+    "disassemble",
+    "find_cuobjdump",
+    "find_nvcc",
+    "find_nvdisasm",
+    "run_cuobjdump",
+]
 
 
 class CudaCompileError(CodegenError):
@@ -103,13 +111,19 @@ def compile_cuda(source: str, arch: str = "sm_80", options: tuple[str, ...] = ("
 
 def disassemble(cubin: bytes) -> str:
     """The SASS of ``cubin`` (``cuobjdump -sass``); raises ``CudaCompileError`` without cuobjdump."""
+    return run_cuobjdump(cubin, "-sass")
+
+
+def run_cuobjdump(cubin: bytes, option: str) -> str:
+    """``cuobjdump option`` on ``cubin`` (``-sass``, ``-res-usage``): its output; raises
+    ``CudaCompileError`` without cuobjdump or when it fails."""
     tool = find_cuobjdump()
     if tool is None:
         raise CudaCompileError("cuobjdump not found: pip install nvidia-cuda-cuobjdump")
-    with tempfile.TemporaryDirectory(prefix="tir_sass_") as tmp:
+    with tempfile.TemporaryDirectory(prefix="tir_cuobjdump_") as tmp:
         path = Path(tmp) / "kernel.cubin"
         path.write_bytes(cubin)
-        result = subprocess.run([tool, "-sass", str(path)], capture_output=True, text=True)
+        result = subprocess.run([tool, option, str(path)], capture_output=True, text=True)
     if result.returncode != 0:
-        raise CudaCompileError(f"cuobjdump failed:\n{result.stderr.strip()}")
+        raise CudaCompileError(f"cuobjdump {option} failed:\n{result.stderr.strip()}")
     return result.stdout

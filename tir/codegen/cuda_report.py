@@ -18,13 +18,10 @@ candidate).
 from __future__ import annotations
 
 import re
-import subprocess
-import tempfile
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
-from tir.codegen.cuda_compile import CudaCompileError, disassemble, find_cuobjdump
+from tir.codegen.cuda_compile import CudaCompileError, disassemble, run_cuobjdump
 
 __all__ = ["SASS_OPS", "KernelReport", "kernel_reports", "occupancy", "resource_usage", "sass_counts"]
 
@@ -83,18 +80,9 @@ class KernelReport:
 
 def resource_usage(cubin: bytes) -> dict[str, dict[str, int]]:
     """Per function of ``cubin``: ``REG``, ``STACK``, ``SHARED``, ``LOCAL`` ... as cuobjdump prints them."""
-    tool = find_cuobjdump()
-    if tool is None:
-        raise CudaCompileError("cuobjdump not found: pip install nvidia-cuda-cuobjdump")
-    with tempfile.TemporaryDirectory(prefix="tir_res_") as tmp:
-        path = Path(tmp) / "kernel.cubin"
-        path.write_bytes(cubin)
-        result = subprocess.run([tool, "-res-usage", str(path)], capture_output=True, text=True)
-    if result.returncode != 0:
-        raise CudaCompileError(f"cuobjdump -res-usage failed:\n{result.stderr.strip()}")
     usage: dict[str, dict[str, int]] = {}
     current = None
-    for line in result.stdout.splitlines():
+    for line in run_cuobjdump(cubin, "-res-usage").splitlines():
         header = re.match(r"\s*Function (\S+?):?\s*$", line)
         if header:
             current = header.group(1)

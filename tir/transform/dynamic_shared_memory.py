@@ -26,6 +26,7 @@ limit are left as they are. Whether the total fits the GPU is the verifier's
 
 from __future__ import annotations
 
+from tir.analysis.verify.gpu import buffer_bytes
 from tir.ir import Allocate, Buffer, Call, Evaluate, IntImm, IRModule, IRMutator, IRVisitor, PrimFunc, StringImm
 
 __all__ = ["STATIC_SHARED_LIMIT", "dynamic_shared_layout", "plan_dynamic_shared_memory"]
@@ -55,12 +56,7 @@ def _shared_allocations(kernel: PrimFunc) -> list[Buffer]:
 
 def _byte_size(buffer: Buffer) -> int | None:
     shape = buffer.const_shape()
-    if shape is None:
-        return None
-    count = 1
-    for extent in shape:
-        count *= extent
-    return count * max(1, buffer.dtype.bits * buffer.dtype.lanes // 8)
+    return None if shape is None else buffer_bytes(buffer, list(shape))
 
 
 def _layout(buffers: list[Buffer]) -> tuple[dict[int, int], int]:

@@ -172,7 +172,9 @@ def _check_kernel_threads(kernel: Kernel, target: Target | None, out: list[Viola
 # ---------------------------------------------------------------- shared memory
 
 
-def _buffer_bytes(buffer: Buffer, extents: list[int]) -> int:
+def buffer_bytes(buffer: Buffer, extents: list[int]) -> int:
+    """Bytes of ``buffer`` over ``extents`` (the shared-memory size the verifier and
+    ``plan_dynamic_shared_memory`` both count)."""
     count = 1
     for extent in extents:
         count *= extent
@@ -191,7 +193,7 @@ def _kernel_shared_bytes(kernel: Kernel) -> tuple[int, list[str]]:
         shape = buffer.const_shape()
         if shape is None:
             continue
-        size = _buffer_bytes(buffer, list(shape))
+        size = buffer_bytes(buffer, list(shape))
         total += size
         parts.append(f"{buffer.name} {size} B")
     outside: dict[int, Buffer] = {}
@@ -204,7 +206,7 @@ def _kernel_shared_bytes(kernel: Kernel) -> tuple[int, list[str]]:
         extents = _touched_extents(kernel, buffer)
         if extents is None:
             continue
-        size = _buffer_bytes(buffer, extents)
+        size = buffer_bytes(buffer, extents)
         total += size
         parts.append(f"{buffer.name} {size} B")
     return total, parts
