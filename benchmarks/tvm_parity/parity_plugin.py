@@ -10,7 +10,10 @@ files; it appends one JSON line per test case to ``$PARITY_OUT``:
   missing API stays ``pass`` with a ``partial: ...`` note;
 - ``refused``: TVM accepts the schedule, we raise (a ``ScheduleError``, or another exception raised
   inside ``tir/schedule``); ``neg-refused-early``: the same inside a negative test, before the
-  statement the test expects to fail;
+  statement the test expects to fail; ``refused-tvm-differs``: a refusal where TVM's own expected
+  result computes other numbers than the program the test scheduled (checked here, under our
+  interpreter, on random inputs and on inputs with ties; the note gives the difference), so TVM
+  changed the program's meaning and refusing is right;
 - ``wrong``: our program computes different numbers (or a different signature) than TVM's expected one;
 - ``negative-accepted``: a ``pytest.raises`` test where we accept what TVM refuses; the notes say
   whether the accepted result still computes the same numbers as the input program;
@@ -178,6 +181,67 @@ def classify(excinfo: Any) -> tuple[str, str]:
     return "no-counterpart", f"({loc}:{fr.lineno}) " + _first_line(e)
 
 
+_ASSERT_NAMES = ("assert_structural_equal_ignore_global_symbol", "assert_structural_equal")
+
+
+def _tvm_expected_differs(item: pytest.Item) -> str | None:
+    """For a refused case: whether TVM's own expected result computes other numbers than the
+    program the schedule started from (then TVM changed the program's meaning, and the refusal
+    is right), as a note, or None.
+
+    The starting program is the first ``Schedule`` the test made. The expected programs are the
+    module-level functions the test compares a result with (``assert_structural_equal*``
+    arguments); a test without such a call (one that compares computed arrays) names them
+    otherwise, so then every module-level function it uses other than the starting one counts,
+    and the starting program must differ from each of them."""
+    import ast
+    import textwrap
+
+    from tvm._impl import SCHEDULES, _as_func, expected_differs
+
+    if not SCHEDULES:
+        return None
+    original = SCHEDULES[0][0]
+    function = getattr(item, "function", None)
+    if function is None:
+        return None
+    try:
+        tree = ast.parse(textwrap.dedent(inspect.getsource(function)))
+    except (OSError, TypeError, SyntaxError):
+        return None
+    scope = function.__globals__
+
+    def program(name: str) -> Any:
+        value = scope.get(name)
+        try:
+            func = _as_func(value) if value is not None else None
+        except Exception:  # noqa: BLE001 (a placeholder for a script our parser rejects)
+            return None
+        return None if func is None or func is original else func
+
+    compared: list[str] = []
+    used: list[str] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name):
+            used.append(node.id)
+        if isinstance(node, ast.Call):
+            callee = node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", "")
+            if callee in _ASSERT_NAMES:
+                compared += [a.id for a in node.args if isinstance(a, ast.Name)]
+    names = list(dict.fromkeys(compared or used))
+    programs = [(name, program(name)) for name in names]
+    programs = [(name, func) for name, func in programs if func is not None]
+    if not programs:
+        return None
+    reasons = []
+    for name, func in programs:
+        reason = expected_differs(original, func)
+        if reason is None:
+            return None
+        reasons.append(f"{name} {reason}")
+    return "TVM's expected result differs from the input program: " + "; ".join(reasons)
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
     yield
@@ -197,6 +261,11 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
                         cls = "neg-refused-early"
                 except (OSError, TypeError, AttributeError):
                     pass
+            if cls == "refused":
+                differs = _tvm_expected_differs(item)
+                if differs is not None:
+                    cls = "refused-tvm-differs"
+                    NOTES.append(differs)
         _write(
             {
                 "file": os.path.basename(str(item.fspath)),

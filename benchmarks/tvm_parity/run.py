@@ -20,6 +20,8 @@ JSON line per test case; the classes (defined in ``parity_plugin.py``):
                      interpreter on random inputs (``partial-pass``: compared, then hit a missing API)
   refused            TVM accepts the schedule, we raise (neg-refused-early: before the statement a
                      negative test expects to fail)
+  refused-tvm-differs  refused, and TVM's own expected result computes other numbers than the
+                     program the test scheduled (so TVM changed its meaning; the note shows where)
   wrong              our program computes different numbers than TVM's expected program
   negative-accepted  TVM refuses (a pytest.raises test), we accept
   no-counterpart     needs an API, dialect construct or shim mapping we do not have
@@ -66,6 +68,7 @@ PREFIX = "test_tir_schedule_"
 COLUMNS = [
     "pass",
     "refused",
+    "refused-tvm-differs",
     "neg-refused-early",
     "wrong",
     "negative-accepted",
@@ -80,6 +83,7 @@ COLUMNS = [
 LISTED = [
     "wrong",
     "refused",
+    "refused-tvm-differs",
     "neg-refused-early",
     "negative-accepted",
     "other-assert",

@@ -114,11 +114,13 @@ def _const(e, env):
     raise NoCounterpart(f"symbolic shape expression {e} in comparison")
 
 
-def _rand(shape, dtype, rng, int_range):
+def _rand(shape, dtype, rng, int_range, float_ties=False):
     dt = str(dtype)
     if dt == "bool":
         return rng.random(shape) < 0.5
     if dt.startswith("float"):
+        if float_ties:  # few distinct values: ties that order-keeping reductions resolve by position
+            return rng.integers(-4, 4, shape).astype(dt)
         return rng.uniform(-1.0, 1.0, shape).astype(dt)
     if dt == "bfloat16":
         raise NoCounterpart("bfloat16 buffer in comparison")
@@ -140,20 +142,23 @@ def _sig(f):
     return out
 
 
-def _args(f, seed, int_range):
+def _args(f, seed, int_range, float_ties=False, spread_scalars=False):
     rng = np.random.default_rng(seed)
     env = {}
     args = []
+    float_scalars = 0
     for p in f.params:
         if isinstance(p, tir.Buffer):
             shape = tuple(_const(s, env) for s in p.shape)
-            args.append(_rand(shape, p.dtype, rng, int_range))
+            args.append(_rand(shape, p.dtype, rng, int_range, float_ties))
         else:
             dt = str(p.dtype)
             if dt.startswith("int") or dt.startswith("uint"):
                 args.append(env.setdefault(p.name, 16))
             elif dt.startswith("float"):
-                args.append(0.5)
+                # spread: -1.0, 0.5, 2.0, ... (a lower bound below an upper one; not all equal)
+                args.append(-1.0 + 1.5 * float_scalars if spread_scalars else 0.5)
+                float_scalars += 1
             else:
                 raise NoCounterpart(f"scalar param of dtype {dt} in comparison")
     return args
@@ -165,7 +170,7 @@ def _run(f, args):
     return a
 
 
-def numeric_compare(actual, expected, what="assert_structural_equal"):
+def numeric_compare(actual, expected, what="assert_structural_equal", float_ties=False, spread_scalars=False):
     fa, fb = _as_func(actual), _as_func(expected)
     if fa is None or fb is None:
         # not functions (expressions, buffers...): fall back to our structural equality
@@ -186,7 +191,7 @@ def numeric_compare(actual, expected, what="assert_structural_equal"):
     ):
         raise WrongResult(f"signature differs: ours {sa} vs TVM expected {sb}")
     for int_range in ((-8, 8), (0, 2)):
-        args = _args(fb, 0, int_range)
+        args = _args(fb, 0, int_range, float_ties, spread_scalars)
         total = sum(x.size for x in args if isinstance(x, np.ndarray))
         if total > MAX_ELEMS:
             raise Uncomparable(
@@ -240,6 +245,34 @@ def numeric_compare(actual, expected, what="assert_structural_equal"):
         note("numeric-compared")
         return
     raise AssertionError("unreachable")
+
+
+def expected_differs(original, expected):
+    """Why TVM's ``expected`` program computes other numbers than the ``original`` it was scheduled
+    from (random float inputs, then float inputs of few distinct values, which make ties; float
+    scalar parameters -1.0, 0.5, 2.0, ... in order), or None
+    when no difference shows (or the interpreter cannot judge)."""
+    saved = list(NOTES)
+    try:
+        return _expected_differs(original, expected)
+    finally:
+        NOTES[:] = saved
+
+
+def _expected_differs(original, expected):
+    for float_ties in (False, True):
+        try:
+            numeric_compare(expected, original, float_ties=float_ties, spread_scalars=True)
+        except WrongResult as e:
+            if not str(e).startswith("buffer "):
+                return None  # a signature that differs says nothing about the numbers
+            inputs = "float inputs of few distinct values" if float_ties else "random inputs"
+            return f"on {inputs}: {str(e).splitlines()[0]}".replace("ours", "TVM's expected").replace(
+                "vs TVM", "vs the input program"
+            )
+        except Exception:  # noqa: BLE001 (uncomparable, missing parse: no evidence either way)
+            return None
+    return None
 
 
 def assert_structural_equal(lhs, rhs, map_free_vars=False):
@@ -415,6 +448,18 @@ class Schedule:
         return self._s.cache_write(
             block, self._buf_index(block, write_buffer_index, "write"), storage_scope, consumer_blocks
         )
+
+    def reindex(self, block, buffer):
+        if isinstance(buffer, (tuple, list)) and len(buffer) == 2 and buffer[0] == "read":
+            # TVM's read list of a block with an init leaves out what the block writes (its
+            # accumulator); ours lists every buffer the block reads, the accumulator included.
+            node = self._s.get_block_node(block)
+            if node.init is not None:
+                written = {id(r.buffer) for r in node.writes}
+                reads = [k for k, r in enumerate(node.reads) if id(r.buffer) not in written]
+                if len(reads) < len(node.reads) and 0 <= buffer[1] < len(reads):
+                    buffer = ("read", reads[buffer[1]])
+        return self._s.reindex(block, buffer)
 
     def cache_inplace(self, *a, **k):
         raise NoCounterpart("no counterpart: Schedule.cache_inplace")
