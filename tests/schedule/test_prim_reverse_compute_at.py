@@ -9,6 +9,8 @@ import tir
 import tir.script as T
 from tir.ir import PrimFunc
 from tir.schedule import Schedule, ScheduleError
+from tir.transform import LoweringError
+from tir.transform.lower_cross_thread_reduction import lower_cross_thread_reduction
 
 
 @T.script
@@ -347,18 +349,73 @@ def test_reverse_compute_at_refuses_a_loop_of_another_scope() -> None:
 # ---------------------------------------------------------------- reductions (issue 17 A.2)
 
 
-def test_reverse_compute_at_refuses_a_reduction_under_the_loop_that_walks_its_reduction() -> None:
-    """Under B's loop j, one iteration produces B[i, j] only, while C sums the whole row: C
-    would run its reduction over elements not produced yet."""
-    sch = Schedule(row_sum)
+def test_reverse_compute_at_splits_a_reduction_across_the_loop_that_walks_it(golden) -> None:  # type: ignore[no-untyped-def]
+    """Under B's loop j, one iteration produces B[i, j] only, and C sums the row: C's reduction
+    is split across j, each iteration adding the element it has just produced (vk = j), the
+    init at j = 0."""
+    sch = Schedule(row_sum, debug=True)
     _, j = sch.get_loops(sch.get_block("B"))
+    sch.reverse_compute_at(sch.get_block("C"), j)
+    check_schedule(sch, row_sum, golden, "schedule/reverse_compute_at_split_reduction")
+    assert "cross_thread_reduction" not in sch.get(sch.get_block("C")).annotations
+
+
+@T.script
+def row_sum_sliding(A: T.Buffer((16, 9), "float32"), C: T.Buffer((16,), "float32")):
+    B = T.alloc_buffer((16, 9), "float32")
+    for i, j in T.grid(16, 8):
+        for dj in range(2):
+            with T.block("B"):
+                vi = T.axis.spatial(16, i)
+                vj = T.axis.spatial(9, j + dj)
+                B[vi, vj] = A[vi, vj] * 2.0
+    for i, k in T.grid(16, 9):
+        with T.block("C"):
+            vi, vk = T.remap("SR", i, k)
+            with T.init():
+                C[vi] = 0.0
+            C[vi] = C[vi] + B[vi, vk]
+
+
+@T.script
+def row_sum_in_blocks(A: T.Buffer((16, 8), "float32"), C: T.Buffer((16,), "float32")):
+    B = T.alloc_buffer((16, 8), "float32")
+    for i in T.thread_binding(16, thread="blockIdx.x"):
+        for j in T.thread_binding(8, thread="blockIdx.y"):
+            with T.block("B"):
+                vi, vj = T.remap("SS", i, j)
+                B[vi, vj] = A[vi, vj] * 2.0
+    for i, k in T.grid(16, 8):
+        with T.block("C"):
+            vi, vk = T.remap("SR", i, k)
+            with T.init():
+                C[vi] = 0.0
+            C[vi] = C[vi] + B[vi, vk]
+
+
+def test_reverse_compute_at_refuses_splitting_a_reduction_over_overlapping_tiles() -> None:
+    """Each j writes B[i, j:j + 2]: the tiles overlap, so a split reduction would add the
+    shared elements twice; the whole reduction cannot run there either."""
+    sch = Schedule(row_sum_sliding)
+    _, j, _ = sch.get_loops(sch.get_block("B"))
     message = (
         r"the block is a reduction over dimension 1 of B, but one iteration of the loop j produces only part "
-        r"of that dimension \(\[j, j \+ 1\) of \[0, 8\)\)"
+        r"of that dimension \(\[j, j \+ 2\) of \[0, 9\)\)"
     )
     with pytest.raises(ScheduleError, match=message):
         sch.reverse_compute_at(sch.get_block("C"), j)
-    assert tir.structural_equal(sch.func, row_sum)
+    assert tir.structural_equal(sch.func, row_sum_sliding)
+
+
+def test_reverse_compute_at_refuses_splitting_a_reduction_across_thread_blocks() -> None:
+    """Bound to blockIdx.y, the iterations of j run at once in different thread blocks, which
+    no lowering combines: a split reduction would race on C."""
+    sch = Schedule(row_sum_in_blocks)
+    _, j = sch.get_loops(sch.get_block("B"))
+    message = r"splitting it across the iterations instead would have the threads of blockIdx.y accumulate into C"
+    with pytest.raises(ScheduleError, match=message):
+        sch.reverse_compute_at(sch.get_block("C"), j)
+    assert tir.structural_equal(sch.func, row_sum_in_blocks)
 
 
 @T.script
@@ -381,20 +438,19 @@ def factorized(A: T.Buffer((16, 16, 16), "float32"), B: T.Buffer((16,), "float32
             B[vi] = B[vi] + B_rf_local[vk, vi]
 
 
-def test_reverse_compute_at_refuses_splitting_a_reduction_across_threads() -> None:
-    """TVM's test_reverse_compute_at_factorized: TVM puts B under the threadIdx.x loop i_o, each
-    thread reducing its 4 of the 16 partials into B[j]. Run in order that equals the original,
-    but the 4 threads run at once and race on B[j] (one thread initialises it while the others
-    add to it)."""
-    sch = Schedule(factorized)
+def test_reverse_compute_at_splits_a_reduction_across_threads_as_a_cross_thread_reduction(golden) -> None:  # type: ignore[no-untyped-def]
+    """TVM's test_reverse_compute_at_factorized: B goes under the threadIdx.x loop i_o, each
+    thread reducing its 4 of the 16 partials into B[j]. In order that equals the original; on a
+    GPU the threads run at once, so the block is marked a cross-thread reduction (as ``bind``
+    marks one), and lowering combines the threads or refuses with its reason (here: the B_rf
+    loops share i_o with it) -- never a race on B[j]."""
+    sch = Schedule(factorized, debug=True)
     _, i_o, _, _ = sch.get_loops(sch.get_block("B_rf"))
-    message = (
-        r"one iteration of the loop i_o produces only part of that dimension .*splitting it across the "
-        r"iterations instead would have the threads of threadIdx.x accumulate into B concurrently"
-    )
-    with pytest.raises(ScheduleError, match=message):
-        sch.reverse_compute_at(sch.get_block("B"), i_o)
-    assert tir.structural_equal(sch.func, factorized)
+    sch.reverse_compute_at(sch.get_block("B"), i_o)
+    check_schedule(sch, factorized, golden, "schedule/reverse_compute_at_split_reduction_threads", llvm=False)
+    assert sch.get(sch.get_block("B")).annotations["cross_thread_reduction"] is True
+    with pytest.raises(LoweringError, match=r"block 'B': a SeqStmt lies between its reduce loops"):
+        lower_cross_thread_reduction(sch.func)
 
 
 @pytest.mark.parametrize("position", [0, 1])

@@ -378,7 +378,7 @@ def _unbind(func: PrimFunc, loop_var: Var, primitive: str) -> tuple[PrimFunc, Tr
             continue
         if not any(isinstance(n, For) and n.thread_tag == "threadIdx.x" for n in index.ancestors(realize)):
             annotations = {k: v for k, v in realize.block.annotations.items() if k != "cross_thread_reduction"}
-            func = _with_annotations(index, realize, annotations)
+            func = with_annotations(index, realize, annotations)
             index = TreeIndex(func)
     loop = _find_loop(index, loop_var, primitive)
     return func, index, loop
@@ -578,7 +578,7 @@ def bind(func: PrimFunc, loop_var: Var, thread_axis: str) -> PrimFunc:
     index = TreeIndex(func)
     realize = index.blocks[reduction]
     annotations = {**realize.block.annotations, "cross_thread_reduction": True}
-    return _with_annotations(index, realize, annotations)
+    return with_annotations(index, realize, annotations)
 
 
 def _cross_thread_reduction(loop: For, thread_axis: str) -> str | None:
@@ -662,7 +662,7 @@ def _annotated_stmt(index: TreeIndex, target: str | Var, primitive: str) -> tupl
     return realize, f"block {target!r}"
 
 
-def _with_annotations(index: TreeIndex, stmt: For | BlockRealize, annotations: dict[str, Any]) -> PrimFunc:
+def with_annotations(index: TreeIndex, stmt: For | BlockRealize, annotations: dict[str, Any]) -> PrimFunc:
     if isinstance(stmt, For):
         return replace_stmt(index, stmt, stmt.replace(annotations=annotations))
     return replace_stmt(index, stmt, stmt.replace(block=stmt.block.replace(annotations=annotations)))
@@ -694,7 +694,7 @@ def annotate(func: PrimFunc, target: str | Var, key: str, value: Any) -> PrimFun
     _check_annotation("annotate", where, key, value)
     current = stmt.annotations if isinstance(stmt, For) else stmt.block.annotations
     stored = copy.deepcopy(value) if isinstance(value, (list, dict)) else value
-    return _with_annotations(index, stmt, {**current, key: stored})
+    return with_annotations(index, stmt, {**current, key: stored})
 
 
 def unannotate(func: PrimFunc, target: str | Var, key: str) -> PrimFunc:
@@ -722,7 +722,7 @@ def unannotate(func: PrimFunc, target: str | Var, key: str) -> PrimFunc:
     current = stmt.annotations if isinstance(stmt, For) else stmt.block.annotations
     if key not in current:
         raise ScheduleError("unannotate", where, f"there is no annotation {key!r} (it has {sorted(current)})")
-    return _with_annotations(index, stmt, {k: v for k, v in current.items() if k != key})
+    return with_annotations(index, stmt, {k: v for k, v in current.items() if k != key})
 
 
 class AnnotationPrimitives:

@@ -89,7 +89,7 @@ from tir.schedule.primitives._location_util import (
     region_point_indices,
     writes_buffer,
 )
-from tir.schedule.primitives.annotate import check_parallel_loops_above
+from tir.schedule.primitives.annotate import check_parallel_loops_above, with_annotations
 
 # An iterator's new range: (min, extent), or None for its whole domain.
 IterRange = tuple[PrimExpr, PrimExpr] | None
@@ -218,7 +218,13 @@ def reverse_compute_at(
       reads, and the extent of every region is a constant or has a constant bound;
     - a reduction block: along every dimension it reads through a reduction iterator, one
       iteration of the loop writes all the producers ever write (its whole reduction runs at
-      each iteration, so it must not read elements not produced yet);
+      each iteration, so it must not read elements not produced yet); or the reduction is
+      split across the loop: the iterator is read at one point ``vk + offset`` of a dimension
+      of which each iteration writes the next tile of a constant size (only this loop moves
+      it, the tiles making up the iterator's domain), so each iteration runs the part of the
+      reduction it has just produced, the init at the first. The loop is then serial or bound
+      to ``threadIdx.x``; for the latter the block is annotated ``{"cross_thread_reduction":
+      True}`` (as ``bind`` annotates one) and GPU lowering combines the threads or refuses;
     - the new bindings are quasi-affine, independent and without gaps over the loops;
     - a parallel loop above the new position keeps independent iterations (as ``parallel``
       checks them);
@@ -259,6 +265,15 @@ def reverse_compute_at(
     plan = _plan(tree, block_name, loop_var, reverse=True, crossing=frozenset(crossing))
     position = _insertion_point("reverse_compute_at", plan, index)
     result = _rewrite(tree, plan, preserve_unit_loops, position)
+    split = any(
+        rng is not None and iv.kind is IterKind.REDUCE for iv, rng in zip(plan.realize.block.iter_vars, plan.ranges)
+    )
+    if split and plan.loop.kind is ForKind.THREAD_BINDING:
+        # The loop's threads each run a part of the reduction (_split_reduction): a cross-thread
+        # reduction, as ``bind`` marks one.
+        index = TreeIndex(result)
+        moved = index.blocks[block_name]
+        result = with_annotations(index, moved, {**moved.block.annotations, "cross_thread_reduction": True})
     check_parallel_loops_above(result, block_name, "reverse_compute_at")
     check_init_order("reverse_compute_at", block_target(plan.realize), func, result, [block_name])
     return result
@@ -777,9 +792,13 @@ def _ranges_for(
                     "cannot be inverted",
                     access,
                 )
-    _check_whole_reduction(primitive, target, loop, block, access, written, whole, coverage)
+    split = _split_reduction(loop, block, offsets, written, whole, coverage, set(context_dom(index, loop)))
+    _check_whole_reduction(primitive, target, loop, block, access, written, whole, coverage, set(split))
     ranges: list[IterRange] = []
     for iter_var, binding in zip(block.iter_vars, realize.iter_values):
+        if iter_var.var in split:
+            ranges.append(split[iter_var.var])
+            continue
         if iter_var.var not in offsets or iter_var.var not in spatial:
             ranges.append(None)
             continue
@@ -867,6 +886,57 @@ def _inverted_ranges(
     return ranges
 
 
+def _split_reduction(
+    loop: For,
+    block: Block,
+    offsets: dict[Var, tuple[int, PrimExpr, PrimExpr]],
+    written: tuple[Range, ...],
+    whole: tuple[Range, ...],
+    analyzer: Analyzer,
+    outer_vars: set[Var],
+) -> dict[Var, tuple[PrimExpr, PrimExpr]]:
+    """The reduce iterators whose reduction can be split across the loop's iterations, each
+    with the part one iteration runs: ``{vk: (min, extent)}``.
+
+    A reduce iterator ``vk`` read at one point ``vk + offset`` of a dimension of which one
+    iteration of the loop writes the tile ``[c * loop + d, +c)`` (only the loop moves it, by
+    exactly its extent ``c``), the tiles over the loop making up the iterator's whole domain:
+    then every instance runs exactly once, in the order of ``vk``, the init at the first one
+    (``check_init_order`` checks that on the result), and what an iteration reads is what it
+    has just written. This is the reduction an rfactor write-back computes under the loop of
+    its partials. The loop must run its iterations one after another: serial, or ``threadIdx.x``,
+    whose threads lowering combines as a cross-thread reduction (the caller annotates the
+    block); bound to other threads, parallel or vectorized it would race on the output."""
+    if loop.kind is not ForKind.SERIAL and not (
+        loop.kind is ForKind.THREAD_BINDING and loop.thread_tag == "threadIdx.x"
+    ):
+        return {}
+    _, reduce, _ = iter_kinds(block)
+    doms = {iv.var: iv.dom for iv in block.iter_vars}
+    split: dict[Var, tuple[PrimExpr, PrimExpr]] = {}
+    for var in reduce:
+        if var not in offsets:
+            continue
+        dim, offset, width = offsets[var]
+        if not (isinstance(width, IntImm) and width.value == 1):
+            continue
+        part, total, dom = written[dim], whole[dim], doms[var]
+        step = analyzer.simplify(substitute(part.min, {loop.loop_var: loop.loop_var + 1}) - part.min)
+        if not (isinstance(part.extent, IntImm) and analyzer.can_prove_equal(step, part.extent)):
+            continue
+        if set(free_vars(part.min)) & outer_vars:
+            continue  # a loop around it moves the tile too: its tiles might overlap
+        if not (
+            analyzer.can_prove_equal(total.min, dom.min + offset)
+            and analyzer.can_prove_equal(total.extent, dom.extent)
+            and analyzer.can_prove_equal(loop.extent * part.extent, dom.extent)
+            and analyzer.can_prove(part.extent < total.extent)
+        ):
+            continue
+        split[var] = (part.min - offset, part.extent)
+    return split
+
+
 def _check_whole_reduction(
     primitive: str,
     target: str,
@@ -876,16 +946,18 @@ def _check_whole_reduction(
     written: tuple[Range, ...],
     whole: tuple[Range, ...],
     analyzer: Analyzer,
+    split: set[Var] = frozenset(),  # type: ignore[assignment]
 ) -> None:
     """A reduction moved under the loop runs its whole reduction (from ``T.init``) at every
     iteration that writes some of its input. Along a dimension it reads through a reduction
     iterator, one iteration must therefore write everything the producers ever write: where
     it writes less (the loop walks that dimension), the reduction would sum elements not yet
-    produced, and splitting it across iterations is rfactor's business, not this one's."""
+    produced, unless ``_split_reduction`` found the reduction can be split across the loop
+    (the iterators in ``split``)."""
     _, reduce, _ = iter_kinds(block)
     if not reduce:
         return
-    reduce_set = set(reduce)
+    reduce_set = set(reduce) - split
     for dim, rng in enumerate(access.region):
         if not (set(free_vars((rng.min, rng.extent))) & reduce_set):
             continue
