@@ -681,3 +681,29 @@ def test_reverse_compute_at_refuses_an_index_before_a_producer(index: int, messa
     with pytest.raises(ScheduleError, match=message):
         sch.reverse_compute_at(sch.get_block("D"), i_1, index=index)
     assert tir.structural_equal(sch.func, two_consumers)
+
+
+@T.script
+def diagonal_tiles(A: T.Buffer((16, 16), "float32"), C: T.Buffer((16,), "float32")):
+    B = T.alloc_buffer((16, 16), "float32")
+    for t, a, b in T.grid(4, 4, 4):
+        with T.block("B"):
+            vi = T.axis.spatial(16, t * 4 + a)
+            vj = T.axis.spatial(16, t * 4 + b)
+            B[vi, vj] = A[vi, vj] * 2.0
+    for i, k in T.grid(16, 16):
+        with T.block("C"):
+            vi, vk = T.remap("SR", i, k)
+            with T.init():
+                C[vi] = 0.0
+            C[vi] = C[vi] + B[vi, vk]
+
+
+def test_reverse_compute_at_refuses_splitting_a_reduction_when_the_loop_walks_a_spatial_dimension_too() -> None:
+    """Each t writes the diagonal tile B[4t:4t+4, 4t:4t+4]: splitting C's reduction there would
+    run only the pairs (vi, vk) of the same tile, never the others."""
+    sch = Schedule(diagonal_tiles)
+    t, _, _ = sch.get_loops(sch.get_block("B"))
+    with pytest.raises(ScheduleError, match=r"one iteration of the loop t produces only part of that dimension"):
+        sch.reverse_compute_at(sch.get_block("C"), t)
+    assert tir.structural_equal(sch.func, diagonal_tiles)

@@ -926,6 +926,8 @@ def _split_reduction(
             continue
         if set(free_vars(part.min)) & outer_vars:
             continue  # a loop around it moves the tile too: its tiles might overlap
+        if any(loop.loop_var in free_vars(rng.min) for d, rng in enumerate(written) if d != dim):
+            continue  # the loop walks another dimension too: some instances would never run
         if not (
             analyzer.can_prove_equal(total.min, dom.min + offset)
             and analyzer.can_prove_equal(total.extent, dom.extent)
