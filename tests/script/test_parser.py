@@ -345,3 +345,19 @@ def test_method_with_a_dedented_docstring() -> None:
     loop = Kernels.method.body.block.body
     line = open(__file__).read().splitlines()[loop.span.line - 1]
     assert line[loop.span.col :] == "for i in range(4):"
+
+
+def test_an_empty_storage_scope_is_the_default_global() -> None:
+    """TVM writes ``scope=""`` for the default scope; it parses as ``global`` and prints as the default."""
+
+    @T.script
+    def empty_scope(A: T.Buffer((4,), "float32")):
+        B = T.alloc_buffer((4,), "float32", scope="")
+        for i in range(4):
+            with T.block("B"):
+                vi = T.remap("S", i)
+                B[vi] = A[vi]
+
+    (buffer,) = empty_scope.body.block.alloc_buffers
+    assert buffer.scope == "global"
+    assert "scope=" not in empty_scope.script()

@@ -156,7 +156,7 @@ class StmtParser:
         dtype = self.exprs.dtype_arg(bound["dtype"]) if "dtype" in bound else as_dtype("float32")
         scope = "global"
         if "scope" in bound:
-            scope = self.exprs.string(bound["scope"], "a storage scope")
+            scope = self.exprs.string(bound["scope"], "a storage scope") or "global"  # "": the default, as in TVM
             if scope not in KNOWN_SCOPES:
                 self.fail(bound["scope"], f"unknown storage scope {scope!r}", f"one of {', '.join(KNOWN_SCOPES)}")
         strides: tuple[PrimExpr, ...] = ()
