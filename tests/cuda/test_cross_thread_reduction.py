@@ -164,3 +164,75 @@ def test_runs_on_the_gpu(kind: str, threads: int) -> None:
     b = np.zeros(ROWS, np.float32)
     module(a, b)
     np.testing.assert_allclose(b, _reference(kind, a), rtol=1e-5, atol=1e-4)
+
+
+def schedule_rfactor_reduce(func: tir.PrimFunc, threads: int) -> Schedule:
+    """TVM's recipe: rfactor the inner part of the split reduction, bind it to threadIdx.x,
+    and move the write-back under that loop, where each thread holds one partial."""
+    sch = Schedule(func, debug=True)
+    i, k = sch.get_loops(sch.get_block("B"))
+    _, k_inner = sch.split(k, [None, threads])
+    rf = sch.rfactor(k_inner, 0)
+    sch.set_scope(rf, 0, "local")
+    i_rf, k_outer_rf, k_inner_rf = sch.get_loops(rf)
+    sch.reorder(k_inner_rf, k_outer_rf)
+    sch.bind(i_rf, "blockIdx.x")
+    sch.bind(k_inner_rf, "threadIdx.x")
+    sch.reverse_compute_at(sch.get_block("B"), k_inner_rf)
+    return sch
+
+
+@pytest.mark.parametrize("kind", ["sum", "max"])
+def test_rfactor_write_back_under_the_thread_loop_lowers_to_shuffles(kind: str) -> None:
+    """Each thread's partials first (the rfactor block), then the write-back combines the 32
+    threads' partials with shuffles; thread 0 stores the row."""
+    func = make_row_reduce(kind, rows=8, cols=256)
+    sch = schedule_rfactor_reduce(func, 32)
+    assert sch.get(sch.get_block("B")).annotations["cross_thread_reduction"] is True
+    a = np.random.default_rng(0).standard_normal((8, 256)).astype(np.float32)
+    b = np.zeros(8, np.float32)
+    tir.interpret(sch.func, a, b)
+    np.testing.assert_allclose(b, _reference(kind, a), rtol=1e-5, atol=1e-5)
+    text = _kernel_script(sch.func)
+    assert text.count(SHFL_DOWN_OP) == 5
+    assert text.index("B_rf") < text.index(SHFL_DOWN_OP)  # the partials come first
+    assert "cross_thread_reduction" not in text
+
+
+def test_lowering_refuses_statements_after_the_reduction_in_the_thread_loop() -> None:
+    """Another statement after the write-back in the thread loop would run before thread 0
+    has stored the result: refused, not reordered."""
+
+    @T.script
+    def after(A: T.Buffer((4, 32), "float32"), B: T.Buffer((4,), "float32"), C: T.Buffer((4, 32), "float32")):
+        for i in T.thread_binding(4, thread="blockIdx.x"):
+            for k in T.thread_binding(32, thread="threadIdx.x"):
+                with T.block("B"):
+                    vi, vk = T.remap("SR", i, k)
+                    T.block_attr({"cross_thread_reduction": True})
+                    with T.init():
+                        B[vi] = 0.0
+                    B[vi] = B[vi] + A[vi, vk]
+                with T.block("C"):
+                    vi, vk = T.remap("SS", i, k)
+                    C[vi, vk] = A[vi, vk] * 2.0
+
+    with pytest.raises(LoweringError, match="statements follow its reduction in the threadIdx.x loop"):
+        lower_cross_thread_reduction(after)
+
+
+@pytest.mark.parametrize("kind", ["sum", "max"])
+def test_rfactor_write_back_compiles_to_warp_shuffles(nvcc: str, sass_tool: str, kind: str) -> None:
+    source = codegen_cuda(lower(schedule_rfactor_reduce(make_row_reduce(kind), 32).func, TARGET), TARGET)
+    sass = disassemble(compile_cuda(source, "sm_80"))
+    assert "SHFL.DOWN" in sass
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("kind", ["sum", "max"])
+def test_rfactor_write_back_runs_on_the_gpu(kind: str) -> None:
+    module = tir.build(schedule_rfactor_reduce(make_row_reduce(kind), 32).func, TARGET)
+    a = np.random.default_rng(2).standard_normal((ROWS, COLS)).astype(np.float32)
+    b = np.zeros(ROWS, np.float32)
+    module(a, b)
+    np.testing.assert_allclose(b, _reference(kind, a), rtol=1e-5, atol=1e-4)

@@ -41,6 +41,12 @@ becomes (``red``: two registers per thread, ``red_warps``: one partial per warp)
                 if tx == 0:
                     B[i] = B_red[0]
 
+The threadIdx.x loop may run other statements before the reduction when it is the outermost
+reduce loop: TVM's recipe (rfactor the inner part of the split reduction, bind it to threadIdx.x,
+``reverse_compute_at`` the write-back under it) leaves each thread's partials computed first,
+then the write-back over them; those statements stay in front of the shuffles. Statements after
+the reduction in that loop are refused (they would run before thread 0 stored the result).
+
 An extent that is not a multiple of 32 leaves the last warp partial: its shuffles name only its
 active lanes in the mask, and a lane adds what it received only when the sending lane is active
 (the shuffle itself runs on every active lane: ``__shfl_down_sync`` must). ``cuda_shfl_down_sync``
@@ -101,6 +107,29 @@ def _uses(node: Node, variables: set[Var]) -> bool:
     return found
 
 
+def _contains(stmt: Stmt, target: Node) -> bool:
+    found = False
+
+    def visit(n: Node) -> None:
+        nonlocal found
+        found = found or n is target
+
+    post_order_visit(stmt, visit)
+    return found
+
+
+def _touches(stmt: Stmt, buffer: Buffer) -> bool:
+    """Whether ``stmt`` loads or stores ``buffer``."""
+    found = False
+
+    def visit(n: Node) -> None:
+        nonlocal found
+        found = found or (isinstance(n, (BufferLoad, BufferStore)) and n.buffer is buffer)
+
+    post_order_visit(stmt, visit)
+    return found
+
+
 def shfl_down(mask: PrimExpr, value: PrimExpr, offset: int) -> Call:
     """``__shfl_down_sync(mask, value, offset, 32)``: the value of lane ``lane + offset``."""
     i32 = as_dtype("int32")
@@ -151,9 +180,20 @@ def _lower_one(func: PrimFunc, index: object, realize: BlockRealize) -> PrimFunc
             raise _fail(block, f"loop {loop.loop_var.name} under the outermost reduce loop is not a reduce loop")
         if _uses(loop.min, loop_vars) or _uses(loop.extent, loop_vars):
             raise _fail(block, f"the bounds of loop {loop.loop_var.name} depend on other loops")
+    # Statements the thread loop runs before the reduction (an rfactor's partials, each thread
+    # its own, with the write-back moved under the loop by reverse_compute_at) stay in front.
+    prefix: tuple[Stmt, ...] = ()
     for node in index.ancestors(realize):
         if node is top:
             break
+        if isinstance(node, SeqStmt) and top.body is node and not prefix:
+            *before, final = node.stmts
+            if not _contains(final, realize):
+                raise _fail(block, "statements follow its reduction in the threadIdx.x loop")
+            if any(_touches(stmt, form.update.buffer) for stmt in before):
+                raise _fail(block, f"the statements before it in its loops touch {form.update.buffer.name}")
+            prefix = tuple(before)
+            continue
         if not isinstance(node, For):
             raise _fail(block, f"a {type(node).__name__} lies between its reduce loops")
     threads = [loop for loop in chain if loop.kind is ForKind.THREAD_BINDING]
@@ -244,7 +284,9 @@ def _lower_one(func: PrimFunc, index: object, realize: BlockRealize) -> PrimFunc
     out_indices = tuple(substitute(i, bindings) for i in form.update.indices)
     stmts.append(IfThenElse(t.equal(IntImm(0, i32)), BufferStore(form.update.buffer, acc, out_indices)))
 
-    threaded = tx.replace(body=SeqStmt(tuple(stmts)), annotations={})
+    if prefix and tx is not top:
+        raise _fail(block, "statements before it lie under a reduce loop outside its threadIdx.x loop")
+    threaded = tx.replace(body=SeqStmt((*prefix, *stmts)), annotations={})
     wrapper = Block(
         name=f"{block.name}_cross_thread",
         iter_vars=(),

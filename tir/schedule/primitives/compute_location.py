@@ -271,9 +271,9 @@ def reverse_compute_at(
     if split and plan.loop.kind is ForKind.THREAD_BINDING:
         # The loop's threads each run a part of the reduction (_split_reduction): a cross-thread
         # reduction, as ``bind`` marks one.
-        index = TreeIndex(result)
-        moved = index.blocks[block_name]
-        result = with_annotations(index, moved, {**moved.block.annotations, "cross_thread_reduction": True})
+        moved_tree = TreeIndex(result)
+        moved = moved_tree.blocks[block_name]
+        result = with_annotations(moved_tree, moved, {**moved.block.annotations, "cross_thread_reduction": True})
     check_parallel_loops_above(result, block_name, "reverse_compute_at")
     check_init_order("reverse_compute_at", block_target(plan.realize), func, result, [block_name])
     return result
