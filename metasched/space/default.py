@@ -317,7 +317,8 @@ def _register_tile(
                     if more > 1:
                         candidates.append(({pos: rows, other: more}, rows * more))
         for row_tile, rows in candidates:
-            # most accumulators (AVX2: then two vectors over one, ``tile_key``), then rows on one
+            # ``tile_key`` (AVX2: the FMA units kept busy, then accumulators, then two vectors over
+            # one; AVX-512: the most accumulators), then rows on one
             # loop, then more rows (each vector of the weight panel loaded serves them all: a
             # 10 x 2-vector tile of a 50-row dense ran 143 GFLOP/s against 108 for 5 x 4 on an
             # AVX-512 Xeon, its panels streaming from L2), then wider vectors, then the longer

@@ -42,18 +42,31 @@ def most_vectors(rows: int, lanes: int, limit: int) -> int:
     return max([v for v in range(1, limit + 1) if row_limit(v, lanes) >= rows], default=1)
 
 
-def tile_key(rows: int, vectors: int, lanes: int) -> tuple[int, int]:
+def tile_key(rows: int, vectors: int, lanes: int) -> tuple[float | int, ...]:
     """How good a register tile of ``rows`` x ``vectors`` accumulators is, before finer
-    preferences (greater is better): the most accumulators, then, with AVX2, two vectors over
-    one. A tile of one vector loads a broadcast per FMA, and AVX2 cores load two vectors a cycle:
-    8 rows x 1 vector is 9 loads for 8 FMAs against 6 for 4 x 2 (ResNet's 3x3 convolution 56 x 56,
-    64 -> 64, on a Zen 3 at 1 thread: 3.6 ms as 8 x 1, 2.8 ms as 4 x 2; onnxruntime 2.7). Not
-    measured on AVX-512, whose order stays the earlier one (rows first, later keys).
+    preferences (greater is better).
 
-    >>> tile_key(4, 2, 8) > tile_key(8, 1, 8)
-    True
+    With AVX2: first the share of the FMA units the tile can keep busy, then the most
+    accumulators, then two vectors over one. A step of the reduction issues ``rows * vectors``
+    FMAs (two a cycle) and ``rows + vectors`` loads (a broadcast per row, a vector per weight
+    vector; two a cycle), and each accumulator's FMAs wait for the one before (about 4 cycles):
+    a step takes ``max(rows * vectors, rows + vectors, 8) / 2`` cycles for ``rows * vectors / 2``
+    cycles of FMAs. A tile of one vector loads a broadcast per FMA: 8 rows x 1 vector is 9 loads
+    for 8 FMAs against 6 for 4 x 2 (ResNet's 3x3 convolution 56 x 56, 64 -> 64, on a Zen 3 at 1
+    thread: 3.6 ms as 8 x 1, 2.8 ms as 4 x 2; onnxruntime 2.7), and 11 x 1 is 12 loads for 11
+    FMAs against 7 for 10 as 5 x 2 (SqueezeNet's 3x3 convolution 55 x 55, 16 -> 64, Zen 3, 1
+    thread, built side by side: 0.83 ms as 11 x 1, 0.72 ms as 5 x 2).
+
+    With AVX-512 (not measured the same way) the order stays the most accumulators, then rows.
+
+    >>> tile_key(4, 2, 8) > tile_key(8, 1, 8), tile_key(5, 2, 8) > tile_key(11, 1, 8)
+    (True, True)
     """
-    return (rows * vectors, min(vectors, 2) if lanes < 16 else 0)
+    accumulators = rows * vectors
+    if lanes >= 16:
+        return (accumulators, 0)
+    busy = accumulators / max(accumulators, rows + vectors, 8)
+    return (round(busy, 3), accumulators, min(vectors, 2))
 
 
 def best_rows(choices: list[int], vector_extent: int, lanes: int, max_vectors: int) -> int:
