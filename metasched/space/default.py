@@ -297,7 +297,7 @@ def _register_tile(
     vector_pos, vector_inst = spatial[-1]
     # A packed loop's sample counts panels, its limit too.
     vector_limit = int(vector_inst.kwargs.get("max_innermost_factor", 64)) * panel
-    best: tuple[tuple[int, ...], dict[int, int]] | None = None
+    best: tuple[tuple[float | int, ...], dict[int, int]] | None = None
     for width in [vectors * lanes for vectors in range(max_vectors, 0, -1)]:
         vector = _divisor_at_most(extents[vector_pos], min(width, vector_limit), prefer=lanes)
         vectors = -(-vector // lanes)
@@ -406,6 +406,12 @@ def _preference(sketch: Trace, light: bool = False) -> tuple[int, ...]:
     except over a pixel count no perfect register tile fits (``awkward_pixels``), where the
     tail sketch comes before all but the padding and lanes rules."""
     kinds = {inst.kind for inst in sketch.instructions}
+    # An inlined unpadding copy (``_inline_unpadding`` of a tail sketch) is not the padding
+    # stage this first key is about.
+    inlined = any(
+        inst.kind == "compute_inline" and "_unpad" not in getattr(inst.args[0], "block_name", "")
+        for inst in sketch.instructions
+    )
     structures = [
         str(inst.kwargs.get("ann_val"))
         for inst in sketch.instructions
@@ -413,7 +419,7 @@ def _preference(sketch: Trace, light: bool = False) -> tuple[int, ...]:
     ]
     at_registers = EPILOGUE_AT_REGISTERS_STRUCTURE in structures
     return (
-        ("compute_inline" in kinds) != light,
+        inlined != light,
         -structures.count(LANES_STRUCTURE),
         not any(structure.endswith(ROWS_SUFFIX) for structure in structures),
         not any(AWKWARD_SUFFIX in structure for structure in structures),

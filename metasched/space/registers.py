@@ -81,7 +81,7 @@ def best_rows(choices: list[int], vector_extent: int, lanes: int, max_vectors: i
     """
     available = max(1, min(max_vectors, vector_extent // lanes))
 
-    def key(index: int) -> tuple[int, ...]:
+    def key(index: int) -> tuple[float | int, ...]:
         rows = choices[index]
         return (*tile_key(rows, most_vectors(rows, lanes, available), lanes), rows)
 

@@ -507,3 +507,50 @@ def test_the_largest_input_decides_the_outer_tile_order() -> None:
     y = np.zeros((1, 4, 4, 128), np.float32)
     interpret(candidate.func, x, w, y)
     np.testing.assert_allclose(y[0], x[0] @ w[0, 0], rtol=1e-4, atol=1e-3)
+
+
+def _conv1x1_relu(channels_in: int, channels_out: int, pixels: int):  # type: ignore[no-untyped-def]
+    import tir
+
+    return tir.parse(
+        f"""
+import tir.script as T
+@T.script
+def conv_relu(X: T.Buffer((1, {pixels}, {pixels}, {channels_in}), "float32"),
+              W: T.Buffer((1, 1, {channels_in}, {channels_out}), "float32"),
+              Y: T.Buffer((1, {pixels}, {pixels}, {channels_out}), "float32")):
+    T.func_attr({{"layout_free_buffers": ["W"]}})
+    C = T.alloc_buffer((1, {pixels}, {pixels}, {channels_out}), "float32")
+    for n, h, w, co, rh, rw, ci in T.grid(1, {pixels}, {pixels}, {channels_out}, 1, 1, {channels_in}):
+        with T.block("conv"):
+            vn, vh, vw, vco, vrh, vrw, vci = T.remap("SSSSRRR", n, h, w, co, rh, rw, ci)
+            with T.init():
+                C[vn, vh, vw, vco] = 0.0
+            C[vn, vh, vw, vco] += X[vn, vh + vrh, vw + vrw, vci] * W[vrh, vrw, vci, vco]
+    for n, h, w, co in T.grid(1, {pixels}, {pixels}, {channels_out}):
+        with T.block("relu"):
+            vn, vh, vw, vco = T.remap("SSSS", n, h, w, co)
+            Y[vn, vh, vw, vco] = T.max(C[vn, vh, vw, vco], 0.0)
+"""
+    )
+
+
+def test_a_padded_tail_sketch_inlines_its_unpadding_copy_into_the_epilogue() -> None:
+    """169 pixels (13 x 13: no register tile divides them) and 150 channels (padded to whole
+    panels), then a relu: the tail sketch computes no epilogue per tile, so the unpadding copy
+    would be a pass of its own; it is inlined, and the relu reads the padded result in place."""
+    from metasched.measure.builder import build_program
+
+    func = _conv1x1_relu(16, 150, 13)
+    candidate = default_candidate(func, TARGET)
+    assert candidate is not None
+    kinds = {inst.kind for inst in candidate.trace.instructions}
+    assert "pad_einsum" in kinds and _is_tail(candidate.trace), kinds
+    assert "_unpad" not in candidate.func.script()
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((1, 13, 13, 16), dtype=np.float32)
+    w = rng.standard_normal((1, 1, 16, 150), dtype=np.float32)
+    y = np.zeros((1, 13, 13, 150), np.float32)
+    built = build_program(candidate.func, TARGET)
+    built.module(*built.arguments([x, w, y]))
+    np.testing.assert_allclose(y[0], np.maximum(x[0] @ w[0, 0], 0.0), rtol=1e-4, atol=1e-4)
