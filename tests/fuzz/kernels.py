@@ -440,6 +440,25 @@ def global_avg_pool(data: T.Buffer((2, 3, 5, 5), "float32"), out: T.Buffer((2, 3
 
 
 @T.script
+def partial_sums(A: T.Buffer((5, 12), "float32"), S: T.Buffer((5,), "float32")):
+    # An rfactor's shape: partial sums P[r, i] over strided slices, then their sum (a reduction
+    # that reverse_compute_at can split across the partials' loop).
+    P = T.alloc_buffer((4, 5), "float32")
+    for i, r, k in T.grid(5, 4, 3):
+        with T.block("P"):
+            vi, vr, vk = T.remap("SSR", i, r, k)
+            with T.init():
+                P[vr, vi] = 0.0
+            P[vr, vi] += A[vi, vk * 4 + vr]
+    for i, r in T.grid(5, 4):
+        with T.block("S"):
+            vi, vr = T.remap("SR", i, r)
+            with T.init():
+                S[vi] = 1.0
+            S[vi] = S[vi] + P[vr, vi] * 0.5
+
+
+@T.script
 def softmax(A: T.Buffer((6, 13), "float32"), B: T.Buffer((6, 13), "float32")):
     row_max = T.alloc_buffer((6,), "float32")
     row_sum = T.alloc_buffer((6,), "float32")
@@ -685,7 +704,7 @@ KERNELS: dict[str, PrimFunc] = {
     for func in [
         matmul_odd, matmul_nt, matmul_bias_relu, batch_matmul, gemv, int8_matmul, int8_dense_requant,
         transpose2d, transpose3d_add, reverse_gather, concat, upsample_nearest,
-        pad_1d, pad2d_sum, conv1d_constant_taps, argmax_rows,
+        pad_1d, pad2d_sum, partial_sums, conv1d_constant_taps, argmax_rows,
         conv1d_nwc_strided_dilated, conv1d_ncw_padded, conv2d_nhwc_stride2_pad, conv2d_nchw_dilated,
         conv2d_nhwc_1x1, depthwise_conv2d_nhwc, depthwise_conv2d_nchw_stride2, grouped_conv2d_nchw,
         conv1d_transpose,
@@ -745,6 +764,7 @@ REFERENCES: dict[str, Reference] = {
     "row_sum_init_chain": lambda A, D: {"D": (10.0 + 2.0 * A.sum(1))[:, None] - 2.0 * A},
     "min_max_outputs": lambda A, lo, hi: {"lo": A.min(1), "hi": A.max(1)},
     "prefix_sum": lambda A, B: {"B": np.cumsum(A)},
+    "partial_sums": lambda A, S: {"S": 1.0 + 0.5 * A.sum(1)},
     "int_floor_div_mod": _floor_div_mod_reference,
     "upsample_nearest": lambda A, B: {"B": A.repeat(2, 0).repeat(2, 1)},
     "two_outputs_one_block": lambda A, B, C: {"B": A + 1.0, "C": A * 3.0},
