@@ -41,6 +41,7 @@ from metasched.space.rules.multi_level_tiling import (
 )
 from tir.ir import PrimFunc
 from tir.schedule import Trace
+from tir.schedule.primitives.layout import UNPAD_SUFFIX
 from tir.target import Target
 
 __all__ = ["default_candidate", "default_decisions", "default_schedule"]
@@ -409,7 +410,7 @@ def _preference(sketch: Trace, light: bool = False) -> tuple[int, ...]:
     # An inlined unpadding copy (``_inline_unpadding`` of a tail sketch) is not the padding
     # stage this first key is about.
     inlined = any(
-        inst.kind == "compute_inline" and "_unpad" not in getattr(inst.args[0], "block_name", "")
+        inst.kind == "compute_inline" and UNPAD_SUFFIX not in getattr(inst.args[0], "block_name", "")
         for inst in sketch.instructions
     )
     structures = [

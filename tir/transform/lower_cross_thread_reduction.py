@@ -85,7 +85,7 @@ from tir.ir import (
     post_order_visit,
     substitute,
 )
-from tir.transform._common import LoweringError
+from tir.transform._common import LoweringError, uses_buffer
 
 #: The block annotation that ``bind`` sets (and the validator accepts).
 CROSS_THREAD_REDUCTION = "cross_thread_reduction"
@@ -104,29 +104,6 @@ def _uses(node: Node, variables: set[Var]) -> bool:
             found = True
 
     post_order_visit(node, note)
-    return found
-
-
-def _contains(stmt: Stmt, target: Node) -> bool:
-    found = False
-
-    def visit(n: Node) -> None:
-        nonlocal found
-        found = found or n is target
-
-    post_order_visit(stmt, visit)
-    return found
-
-
-def _touches(stmt: Stmt, buffer: Buffer) -> bool:
-    """Whether ``stmt`` loads or stores ``buffer``."""
-    found = False
-
-    def visit(n: Node) -> None:
-        nonlocal found
-        found = found or (isinstance(n, (BufferLoad, BufferStore)) and n.buffer is buffer)
-
-    post_order_visit(stmt, visit)
     return found
 
 
@@ -183,23 +160,26 @@ def _lower_one(func: PrimFunc, index: object, realize: BlockRealize) -> PrimFunc
     # Statements the thread loop runs before the reduction (an rfactor's partials, each thread
     # its own, with the write-back moved under the loop by reverse_compute_at) stay in front.
     prefix: tuple[Stmt, ...] = ()
+    child: Node = realize  # the statement on the way up from the block, below ``node``
     for node in index.ancestors(realize):
         if node is top:
             break
-        if isinstance(node, SeqStmt) and top.body is node and not prefix:
+        if isinstance(node, SeqStmt) and top.body is node:
             *before, final = node.stmts
-            if not _contains(final, realize):
+            if final is not child:
                 raise _fail(block, "statements follow its reduction in the threadIdx.x loop")
-            if any(_touches(stmt, form.update.buffer) for stmt in before):
+            if any(uses_buffer(stmt, form.update.buffer) for stmt in before):
                 raise _fail(block, f"the statements before it in its loops touch {form.update.buffer.name}")
             prefix = tuple(before)
-            continue
-        if not isinstance(node, For):
+        elif not isinstance(node, For):
             raise _fail(block, f"a {type(node).__name__} lies between its reduce loops")
+        child = node
     threads = [loop for loop in chain if loop.kind is ForKind.THREAD_BINDING]
     if len(threads) != 1 or threads[0].thread_tag != "threadIdx.x":
         raise _fail(block, "exactly one of its reduce loops must be bound to threadIdx.x")
     tx = threads[0]
+    if prefix and tx is not top:
+        raise _fail(block, "statements before it lie under a reduce loop outside its threadIdx.x loop")
     serial = [loop for loop in chain if loop is not tx]
     bad = [loop for loop in serial if loop.kind not in (ForKind.SERIAL, ForKind.UNROLLED)]
     if bad:
@@ -284,8 +264,6 @@ def _lower_one(func: PrimFunc, index: object, realize: BlockRealize) -> PrimFunc
     out_indices = tuple(substitute(i, bindings) for i in form.update.indices)
     stmts.append(IfThenElse(t.equal(IntImm(0, i32)), BufferStore(form.update.buffer, acc, out_indices)))
 
-    if prefix and tx is not top:
-        raise _fail(block, "statements before it lie under a reduce loop outside its threadIdx.x loop")
     threaded = tx.replace(body=SeqStmt((*prefix, *stmts)), annotations={})
     wrapper = Block(
         name=f"{block.name}_cross_thread",

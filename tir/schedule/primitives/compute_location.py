@@ -793,7 +793,7 @@ def _ranges_for(
                     access,
                 )
     split = _split_reduction(loop, block, offsets, written, whole, coverage, set(context_dom(index, loop)))
-    _check_whole_reduction(primitive, target, loop, block, access, written, whole, coverage, set(split))
+    _check_whole_reduction(primitive, target, loop, block, access, written, whole, coverage, frozenset(split))
     ranges: list[IterRange] = []
     for iter_var, binding in zip(block.iter_vars, realize.iter_values):
         if iter_var.var in split:
@@ -948,7 +948,7 @@ def _check_whole_reduction(
     written: tuple[Range, ...],
     whole: tuple[Range, ...],
     analyzer: Analyzer,
-    split: set[Var] = frozenset(),  # type: ignore[assignment]
+    split: frozenset[Var] = frozenset(),
 ) -> None:
     """A reduction moved under the loop runs its whole reduction (from ``T.init``) at every
     iteration that writes some of its input. Along a dimension it reads through a reduction

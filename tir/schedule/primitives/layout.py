@@ -602,6 +602,9 @@ def transform_layout(
     return _fill_padding(result, new_buffer, index_map, list(buffer.shape), pad_value, primitive, target)
 
 
+#: The name ``pad_einsum`` gives the block copying a padded output back: ``<buffer>_unpad``.
+UNPAD_SUFFIX = "_unpad"
+
 #: TVM's ``pad_value``: a constant, or a function of the new buffer's indices (a lambda or its text).
 PadValue = int | float | Callable[..., Any] | str | None
 
@@ -1297,7 +1300,7 @@ def pad_einsum(func: PrimFunc, block_name: str, padding: Sequence[int]) -> PrimF
                 )
             )
         if id(buffer) in stored:
-            block_name_out = unique_name(f"{buffer.name}_unpad", taken_blocks)
+            block_name_out = unique_name(f"{buffer.name}{UNPAD_SUFFIX}", taken_blocks)
             taken_blocks.add(block_name_out)
             copy_outs.append(
                 _copy_nest(
